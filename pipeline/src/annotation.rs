@@ -1,0 +1,631 @@
+//! The annotation contract between any annotator and the validator, and the
+//! [`Annotator`] trait with its file-backed implementation.
+//!
+//! Annotations are read leniently: a field with the wrong type does not
+//! throw the record away, it becomes a problem on the tag or edge that
+//! carries it (quarantined as `unparseable_annotation`), so the validator
+//! can still say everything else that is wrong.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::BufReader;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+use sha2::{Digest as _, Sha256};
+use tomlite_staging::Digest;
+
+use crate::record::{Record, Reject, json_type, read_line_capped, sniff_record_id, truncate};
+
+/// A label with its confidence (a record's affect or intensity).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Scored {
+    /// The label as the annotator wrote it.
+    pub label: Option<String>,
+    /// Its confidence in [0, 1].
+    pub confidence: Option<f64>,
+    /// Type problems found while reading it.
+    pub problems: Vec<String>,
+}
+
+/// A quote with its byte offsets into the record text.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Quote {
+    /// The quoted text.
+    pub text: Option<String>,
+    /// Start byte (inclusive).
+    pub start: Option<u64>,
+    /// End byte (exclusive).
+    pub end: Option<u64>,
+}
+
+impl Quote {
+    /// Whether the record text's bytes at `[start, end)` are exactly the
+    /// (non-empty) quote.
+    pub fn is_verbatim(&self, text: &str) -> bool {
+        let (Some(q), Some(s), Some(e)) = (&self.text, self.start, self.end) else {
+            return false;
+        };
+        if q.is_empty() || s > e || e > text.len() as u64 {
+            return false;
+        }
+        &text.as_bytes()[s as usize..e as usize] == q.as_bytes()
+    }
+
+    /// Whether the annotator gave no quote at all.
+    pub fn is_absent(&self) -> bool {
+        self.text.as_deref().is_none_or(str::is_empty) && self.start.is_none() && self.end.is_none()
+    }
+}
+
+/// A tom_kind tag candidate.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TagCandidate {
+    /// The tom_kind as written.
+    pub tom_kind: Option<String>,
+    /// Its confidence.
+    pub confidence: Option<f64>,
+    /// The supporting quote.
+    pub quote: Quote,
+    /// Type problems found while reading it.
+    pub problems: Vec<String>,
+}
+
+/// A graph edge candidate.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EdgeCandidate {
+    /// Source node (defaults to `memory:<record id>`).
+    pub source_node: Option<String>,
+    /// Relation (a tom_kind).
+    pub relation: Option<String>,
+    /// Target node id.
+    pub target_node: Option<String>,
+    /// The mention in the text that named the target.
+    pub target_mention: Option<String>,
+    /// Confidence.
+    pub confidence: Option<f64>,
+    /// The supporting quote.
+    pub quote: Quote,
+    /// Type problems found while reading it.
+    pub problems: Vec<String>,
+}
+
+/// One record's annotation.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Annotation {
+    /// Who produced it.
+    pub annotator: Option<String>,
+    /// Tag candidates, primary first.
+    pub tags: Vec<TagCandidate>,
+    /// Affect labels (the contract allows one).
+    pub affect: Vec<Scored>,
+    /// Intensity labels (the contract allows one).
+    pub intensity: Vec<Scored>,
+    /// Edge candidates.
+    pub edges: Vec<EdgeCandidate>,
+    /// The annotator's best tom_kind when it abstained.
+    pub best: Option<(String, f64)>,
+}
+
+/// What an annotator said about one record.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Annotated {
+    /// Nothing: the record is abstained.
+    Missing,
+    /// An annotation to validate.
+    Parsed(Annotation),
+    /// Output that could not be read as an annotation; kept raw for the curator.
+    Unparseable {
+        /// The raw output.
+        raw: String,
+        /// Why it could not be read.
+        error: String,
+    },
+}
+
+/// An annotator's identity, for receipts and the state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnnotatorInfo {
+    /// e.g. `file:data/sample/annotations.jsonl`.
+    pub id: String,
+    /// sha256 of the annotations file or of the model's weights.
+    pub sha256: String,
+}
+
+/// Errors of an annotator as a whole (not of one record's annotation).
+#[derive(Debug, thiserror::Error)]
+pub enum AnnotateError {
+    /// The annotations file cannot be read.
+    #[error("cannot read annotations {}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Anything that annotates records: the local classifier, or a file of
+/// annotations made elsewhere. The validator trusts neither.
+pub trait Annotator {
+    /// Who this annotator is.
+    fn info(&self) -> AnnotatorInfo;
+
+    /// Digest of what the record's annotation depends on besides the
+    /// record itself (the model's weights, or the annotation line): a
+    /// record is skipped as unchanged only when this matches the state.
+    fn annotation_digest(&mut self, record: &Record) -> Result<Digest, AnnotateError>;
+
+    /// Annotates a batch of records, one result per record, in order.
+    fn annotate(&mut self, records: &[&Record]) -> Result<Vec<Annotated>, AnnotateError>;
+
+    /// Annotator output that belongs to no record (reported as rejects).
+    fn input_problems(&mut self) -> Vec<Reject> {
+        Vec::new()
+    }
+
+    /// Annotations whose record never came (reported as rejects at the end).
+    fn unused(&self) -> Vec<Reject> {
+        Vec::new()
+    }
+}
+
+/// Reads one annotation object leniently.
+pub fn annotation_from_value(v: &Map<String, Value>) -> Result<Annotation, String> {
+    let mut a = Annotation {
+        annotator: v
+            .get("annotator")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        ..Default::default()
+    };
+    match v.get("tags") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(tags)) => {
+            for (i, t) in tags.iter().enumerate() {
+                let Value::Object(t) = t else {
+                    return Err(format!(
+                        "tags[{i}]: expected an object, found {}",
+                        json_type(t)
+                    ));
+                };
+                let mut problems = Vec::new();
+                a.tags.push(TagCandidate {
+                    tom_kind: string(t, "tom_kind", &mut problems),
+                    confidence: confidence(t, "confidence", &mut problems),
+                    quote: quote(t, &mut problems),
+                    problems,
+                });
+            }
+        }
+        Some(other) => {
+            return Err(format!(
+                "tags: expected an array, found {}",
+                json_type(other)
+            ));
+        }
+    }
+    for (key, out) in [("affect", &mut a.affect), ("intensity", &mut a.intensity)] {
+        match v.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(o)) => out.push(scored(o)),
+            Some(Value::Array(xs)) => {
+                for x in xs {
+                    match x {
+                        Value::Object(o) => out.push(scored(o)),
+                        other => out.push(Scored {
+                            problems: vec![format!(
+                                "{key}: expected an object, found {}",
+                                json_type(other)
+                            )],
+                            ..Default::default()
+                        }),
+                    }
+                }
+            }
+            Some(Value::String(s)) => out.push(Scored {
+                label: Some(s.clone()),
+                confidence: None,
+                problems: vec![format!("{key}: has no confidence")],
+            }),
+            Some(other) => {
+                return Err(format!(
+                    "{key}: expected an object, found {}",
+                    json_type(other)
+                ));
+            }
+        }
+    }
+    match v.get("edges") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(edges)) => {
+            for (i, e) in edges.iter().enumerate() {
+                let Value::Object(e) = e else {
+                    return Err(format!(
+                        "edges[{i}]: expected an object, found {}",
+                        json_type(e)
+                    ));
+                };
+                let mut problems = Vec::new();
+                a.edges.push(EdgeCandidate {
+                    source_node: string(e, "source_node", &mut problems),
+                    relation: string(e, "relation", &mut problems),
+                    target_node: string(e, "target_node", &mut problems),
+                    target_mention: string(e, "target_mention", &mut problems),
+                    confidence: confidence(e, "confidence", &mut problems),
+                    quote: quote(e, &mut problems),
+                    problems,
+                });
+            }
+        }
+        Some(other) => {
+            return Err(format!(
+                "edges: expected an array, found {}",
+                json_type(other)
+            ));
+        }
+    }
+    if let (Some(Value::String(k)), Some(c)) = (
+        v.get("best_tom_kind"),
+        v.get("best_confidence").and_then(Value::as_f64),
+    ) {
+        a.best = Some((k.clone(), c));
+    }
+    Ok(a)
+}
+
+fn string(o: &Map<String, Value>, key: &str, problems: &mut Vec<String>) -> Option<String> {
+    match o.get(key) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(other) => {
+            problems.push(format!(
+                "{key}: expected a string, found {}",
+                json_type(other)
+            ));
+            None
+        }
+    }
+}
+
+fn confidence(o: &Map<String, Value>, key: &str, problems: &mut Vec<String>) -> Option<f64> {
+    match o.get(key) {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => match n.as_f64() {
+            Some(c) if (0.0..=1.0).contains(&c) => Some(c),
+            _ => {
+                problems.push(format!("{key}: {n} is outside [0, 1]"));
+                None
+            }
+        },
+        Some(other) => {
+            problems.push(format!(
+                "{key}: expected a number, found {}",
+                json_type(other)
+            ));
+            None
+        }
+    }
+}
+
+fn offset(o: &Map<String, Value>, key: &str, problems: &mut Vec<String>) -> Option<u64> {
+    match o.get(key) {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(x) => Some(x),
+            None => {
+                problems.push(format!("{key}: {n} is not a byte offset"));
+                None
+            }
+        },
+        Some(other) => {
+            problems.push(format!(
+                "{key}: expected an integer, found {}",
+                json_type(other)
+            ));
+            None
+        }
+    }
+}
+
+fn quote(o: &Map<String, Value>, problems: &mut Vec<String>) -> Quote {
+    Quote {
+        text: string(o, "source_quote", problems),
+        start: offset(o, "quote_start", problems),
+        end: offset(o, "quote_end", problems),
+    }
+}
+
+fn scored(o: &Map<String, Value>) -> Scored {
+    let mut problems = Vec::new();
+    Scored {
+        label: string(o, "label", &mut problems),
+        confidence: confidence(o, "confidence", &mut problems),
+        problems,
+    }
+}
+
+/// Parses one line of an annotations file.
+pub fn parse_line(line: &str) -> Annotated {
+    match serde_json::from_str::<Value>(line) {
+        Ok(Value::Object(m)) => match annotation_from_value(&m) {
+            Ok(a) => Annotated::Parsed(a),
+            Err(error) => Annotated::Unparseable {
+                raw: line.to_string(),
+                error,
+            },
+        },
+        Ok(other) => Annotated::Unparseable {
+            raw: line.to_string(),
+            error: format!("expected a JSON object, found {}", json_type(&other)),
+        },
+        Err(e) => Annotated::Unparseable {
+            raw: line.to_string(),
+            error: format!("malformed JSON: {e}"),
+        },
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    offset: u64,
+    len: u32,
+    line: u64,
+    used: bool,
+}
+
+/// Annotations from a JSONL file (`--annotations`), one object per record
+/// keyed by `record_id`.
+///
+/// The file is indexed once (record id → byte offset, a few dozen bytes a
+/// record) and each record's line is read when the record comes, so memory
+/// does not hold the annotations themselves.
+#[derive(Debug)]
+pub struct FileAnnotator {
+    path: PathBuf,
+    file: File,
+    sha256: String,
+    index: HashMap<Box<str>, Slot>,
+    problems: Vec<Reject>,
+    cache: Option<(String, String)>,
+}
+
+/// Longest annotation line kept (longer lines are reported, not read).
+const MAX_LINE: usize = 4 << 20;
+
+impl FileAnnotator {
+    /// Indexes the file. Lines with no readable `record_id` and earlier
+    /// duplicates are reported through [`FileAnnotator::take_problems`].
+    pub fn open(path: &Path) -> Result<Self, AnnotateError> {
+        let io = |source| AnnotateError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = File::open(path).map_err(io)?;
+        let mut reader = BufReader::with_capacity(1 << 16, file.try_clone().map_err(io)?);
+        let mut index: HashMap<Box<str>, Slot> = HashMap::new();
+        let mut problems = Vec::new();
+        let mut buf = Vec::new();
+        let (mut offset, mut line) = (0u64, 0u64);
+        let source = path.display().to_string();
+        #[derive(serde::Deserialize)]
+        struct Key<'a> {
+            #[serde(borrow)]
+            record_id: std::borrow::Cow<'a, str>,
+        }
+        loop {
+            let start = offset;
+            let Some(read) = read_line_capped(&mut reader, &mut buf, MAX_LINE).map_err(io)? else {
+                break;
+            };
+            let over = read.over;
+            line += 1;
+            offset += read.consumed;
+            if !over && buf.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let mut problem = |record_id: Option<String>, field: &str, error: String| {
+                problems.push(Reject {
+                    source: source.clone(),
+                    line,
+                    record_id,
+                    field: Some(field.to_string()),
+                    error,
+                })
+            };
+            if over {
+                problem(
+                    sniff_record_id(&buf, "record_id"),
+                    "record_id",
+                    format!("annotation line longer than {MAX_LINE} bytes"),
+                );
+                continue;
+            }
+            let id = match serde_json::from_slice::<Key>(&buf) {
+                Ok(k) => Some(k.record_id.into_owned()),
+                Err(_) => sniff_record_id(&buf, "record_id"),
+            };
+            let Some(id) = id.filter(|s| !s.is_empty()) else {
+                problem(
+                    None,
+                    "record_id",
+                    "annotation line has no readable record_id".into(),
+                );
+                continue;
+            };
+            let slot = Slot {
+                offset: start,
+                len: buf.len() as u32,
+                line,
+                used: false,
+            };
+            if let Some(prev) = index.insert(id.clone().into(), slot) {
+                problem(
+                    Some(id),
+                    "record_id",
+                    format!(
+                        "duplicate annotation for this record; line {line} is used instead of line {}",
+                        prev.line
+                    ),
+                );
+                let last = problems.len() - 1;
+                problems[last].line = prev.line;
+            }
+        }
+        Ok(Self {
+            path: path.to_path_buf(),
+            file,
+            sha256: crate::sha256_file(path).map_err(io)?,
+            index,
+            problems,
+            cache: None,
+        })
+    }
+
+    fn unused_lines(&self) -> Vec<Reject> {
+        let mut out: Vec<Reject> = self
+            .index
+            .iter()
+            .filter(|(_, s)| !s.used)
+            .map(|(id, s)| Reject {
+                source: self.path.display().to_string(),
+                line: s.line,
+                record_id: Some(id.to_string()),
+                field: Some("record_id".into()),
+                error: "annotation for a record that is not in the input (or was rejected)".into(),
+            })
+            .collect();
+        out.sort_by_key(|r| r.line);
+        out
+    }
+
+    /// Number of annotation lines indexed.
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Whether the file holds no annotation.
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    fn line_for(&mut self, record_id: &str) -> Result<Option<String>, AnnotateError> {
+        if let Some((id, line)) = &self.cache {
+            if id == record_id {
+                return Ok(Some(line.clone()));
+            }
+        }
+        let Some(slot) = self.index.get_mut(record_id) else {
+            return Ok(None);
+        };
+        slot.used = true;
+        let mut buf = vec![0u8; slot.len as usize];
+        self.file
+            .read_exact_at(&mut buf, slot.offset)
+            .map_err(|source| AnnotateError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+        let line = String::from_utf8_lossy(&buf).into_owned();
+        self.cache = Some((record_id.to_string(), line.clone()));
+        Ok(Some(line))
+    }
+}
+
+impl Annotator for FileAnnotator {
+    fn info(&self) -> AnnotatorInfo {
+        AnnotatorInfo {
+            id: format!("file:{}", self.path.display()),
+            sha256: self.sha256.clone(),
+        }
+    }
+
+    fn annotation_digest(&mut self, record: &Record) -> Result<Digest, AnnotateError> {
+        let line = self.line_for(&record.id)?;
+        let mut h = Sha256::new();
+        match line {
+            Some(l) => {
+                h.update(b"line\0");
+                h.update(l.as_bytes());
+            }
+            None => h.update(b"missing\0"),
+        }
+        Ok(truncate(h.finalize().as_slice()))
+    }
+
+    fn annotate(&mut self, records: &[&Record]) -> Result<Vec<Annotated>, AnnotateError> {
+        let mut out = Vec::with_capacity(records.len());
+        for r in records {
+            out.push(match self.line_for(&r.id)? {
+                None => Annotated::Missing,
+                Some(line) => parse_line(&line),
+            });
+        }
+        Ok(out)
+    }
+
+    fn input_problems(&mut self) -> Vec<Reject> {
+        std::mem::take(&mut self.problems)
+    }
+
+    fn unused(&self) -> Vec<Reject> {
+        self.unused_lines()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verbatim_means_the_bytes_at_the_offsets() {
+        let text = "Café — keep it short.";
+        let start = text.find("keep").unwrap() as u64;
+        let q = |s: u64, e: u64, t: &str| Quote {
+            text: Some(t.into()),
+            start: Some(s),
+            end: Some(e),
+        };
+        assert!(q(start, start + 4, "keep").is_verbatim(text));
+        // Character offsets are not byte offsets on multi-byte text.
+        let chars = text
+            .chars()
+            .take_while(|_| true)
+            .position(|c| c == 'k')
+            .unwrap() as u64;
+        assert_ne!(chars, start);
+        assert!(!q(chars, chars + 4, "keep").is_verbatim(text));
+        assert!(!q(0, 0, "").is_verbatim(text));
+        assert!(!q(start, 999, "keep").is_verbatim(text));
+        assert!(!q(5, 3, "keep").is_verbatim(text));
+    }
+
+    #[test]
+    fn mistyped_fields_become_problems_not_lost_records() {
+        let a = match parse_line(
+            r#"{"record_id":"r","tags":[{"tom_kind":"goal","confidence":"high","source_quote":"x","quote_start":-1,"quote_end":1}],
+               "affect":{"label":"neutral","confidence":1.5}}"#,
+        ) {
+            Annotated::Parsed(a) => a,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(a.tags[0].tom_kind.as_deref(), Some("goal"));
+        assert_eq!(a.tags[0].problems.len(), 2, "{:?}", a.tags[0].problems);
+        assert_eq!(a.affect[0].problems, ["confidence: 1.5 is outside [0, 1]"]);
+    }
+
+    #[test]
+    fn broken_shapes_are_unparseable() {
+        assert!(matches!(
+            parse_line(r#"{"record_id":"r","tags":{"#),
+            Annotated::Unparseable { .. }
+        ));
+        assert!(matches!(
+            parse_line(r#"{"record_id":"r","tags":5}"#),
+            Annotated::Unparseable { .. }
+        ));
+        assert!(matches!(parse_line("[1]"), Annotated::Unparseable { .. }));
+    }
+}

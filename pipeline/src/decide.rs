@@ -1,0 +1,789 @@
+//! The validator and the promotion decision (DESIGN.md "Decisions").
+//!
+//! Every tag and edge of an annotation is checked against the vocabulary,
+//! the per-record limits, its quote and (for edges) the node registry, and
+//! keeps *every* reason that applies. An item with no reason is promoted;
+//! any other is quarantined. A record with no annotation or no tag is
+//! abstained.
+
+use sha2::{Digest as _, Sha256};
+
+use crate::annotation::{Annotated, Annotation, Quote, Scored};
+use crate::policy::Policy;
+use crate::record::Record;
+use crate::vocab::{Field, suggest};
+
+/// Why an item is quarantined: a closed set, spelled as in the seed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Reason {
+    /// A confidence is under its minimum, or missing.
+    ConfidenceBelowThreshold,
+    /// No quote, an empty one, or not verbatim at its byte offsets.
+    SourceQuoteMissing,
+    /// An edge's source or target is neither a registry node nor an input memory.
+    UnknownTargetNode,
+    /// The record has more edge candidates than allowed.
+    MoreThanTwoEdgeCandidates,
+    /// A label outside the controlled vocabulary.
+    FreeformTomLabel,
+    /// The record is flagged `sensitive` or `safety`.
+    SensitiveBoundaryOrSafetyRecord,
+    /// The record has more tags (or affects) than allowed, or a kind twice.
+    TooManyLabels,
+    /// The annotation (or a field of it) could not be read.
+    UnparseableAnnotation,
+}
+
+impl Reason {
+    /// The seed's `quarantine_when` list.
+    pub const SEED: [Reason; 6] = [
+        Reason::ConfidenceBelowThreshold,
+        Reason::SourceQuoteMissing,
+        Reason::UnknownTargetNode,
+        Reason::MoreThanTwoEdgeCandidates,
+        Reason::FreeformTomLabel,
+        Reason::SensitiveBoundaryOrSafetyRecord,
+    ];
+
+    /// Every reason.
+    pub const ALL: [Reason; 8] = [
+        Reason::ConfidenceBelowThreshold,
+        Reason::SourceQuoteMissing,
+        Reason::UnknownTargetNode,
+        Reason::MoreThanTwoEdgeCandidates,
+        Reason::FreeformTomLabel,
+        Reason::SensitiveBoundaryOrSafetyRecord,
+        Reason::TooManyLabels,
+        Reason::UnparseableAnnotation,
+    ];
+
+    /// The reason's snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::ConfidenceBelowThreshold => "confidence_below_threshold",
+            Reason::SourceQuoteMissing => "source_quote_missing",
+            Reason::UnknownTargetNode => "unknown_target_node",
+            Reason::MoreThanTwoEdgeCandidates => "more_than_two_edge_candidates",
+            Reason::FreeformTomLabel => "freeform_tom_label",
+            Reason::SensitiveBoundaryOrSafetyRecord => "sensitive_boundary_or_safety_record",
+            Reason::TooManyLabels => "too_many_labels",
+            Reason::UnparseableAnnotation => "unparseable_annotation",
+        }
+    }
+
+    /// Parses a snake_case name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+/// Whether a node exists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exists {
+    /// A registry node, or a memory of the input or of the state.
+    Yes,
+    /// Neither.
+    No,
+    /// A `memory:<id>` whose record has not come yet in this input: decided
+    /// when the input is exhausted.
+    Later(String),
+}
+
+/// Answers whether a node id exists.
+pub trait Nodes {
+    /// Whether `node` exists.
+    fn exists(&self, node: &str) -> Exists;
+}
+
+/// A decided tag.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TagItem {
+    /// Stable id: `<record id>#tag<n>`.
+    pub item_id: String,
+    /// The tom_kind as the annotator wrote it.
+    pub tom_kind: Option<String>,
+    /// Its confidence.
+    pub confidence: Option<f64>,
+    /// The record's affect (as written).
+    pub affect: Option<String>,
+    /// Its confidence.
+    pub affect_confidence: Option<f64>,
+    /// The record's intensity (as written).
+    pub intensity: Option<String>,
+    /// Its confidence.
+    pub intensity_confidence: Option<f64>,
+    /// The supporting quote.
+    pub quote: Quote,
+    /// Every reason that applies; empty means promoted.
+    pub reasons: Vec<Reason>,
+    /// Canonical tom_kind for a free-form one.
+    pub suggested_label: Option<String>,
+    /// Canonical affect for a free-form one.
+    pub suggested_affect: Option<String>,
+    /// Canonical intensity for a free-form one.
+    pub suggested_intensity: Option<String>,
+    /// Human-readable details of the reasons.
+    pub detail: Vec<String>,
+}
+
+/// A decided edge.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EdgeItem {
+    /// Stable id: `<record id>#edge<n>`.
+    pub item_id: String,
+    /// Deterministic key of (source, relation, target).
+    pub edge_key: String,
+    /// Source node.
+    pub source_node: String,
+    /// Relation (as written).
+    pub relation: Option<String>,
+    /// Target node (as written).
+    pub target_node: Option<String>,
+    /// The mention that named the target.
+    pub target_mention: Option<String>,
+    /// Confidence.
+    pub confidence: Option<f64>,
+    /// The supporting quote.
+    pub quote: Quote,
+    /// Every reason that applies; empty means promoted.
+    pub reasons: Vec<Reason>,
+    /// Canonical relation for a free-form one.
+    pub suggested_label: Option<String>,
+    /// Human-readable details of the reasons.
+    pub detail: Vec<String>,
+    /// Memory nodes that must still be confirmed when the input ends.
+    pub pending: Vec<String>,
+}
+
+impl EdgeItem {
+    /// Settles the pending memory nodes: `exists` says which of them the input held.
+    pub fn resolve(&mut self, exists: impl Fn(&str) -> bool) {
+        for node in std::mem::take(&mut self.pending) {
+            if !exists(&node) {
+                self.detail
+                    .push(format!("node `memory:{node}` does not exist"));
+                add(&mut self.reasons, Reason::UnknownTargetNode);
+            }
+        }
+    }
+}
+
+/// What became of one record.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Annotated: tags and edges, each promoted or quarantined. `tags` may be
+    /// empty, and then the record is also abstained.
+    Annotated {
+        /// The decided tags.
+        tags: Vec<TagItem>,
+        /// The decided edges.
+        edges: Vec<EdgeItem>,
+        /// The annotator's best kind, when it gave no tag.
+        best: Option<(String, f64)>,
+    },
+    /// No annotation at all.
+    Missing,
+    /// The annotation could not be read: one quarantined item with the raw text.
+    Unparseable {
+        /// The raw annotator output.
+        raw: String,
+        /// Why it could not be read.
+        error: String,
+    },
+}
+
+fn add(reasons: &mut Vec<Reason>, r: Reason) {
+    if !reasons.contains(&r) {
+        reasons.push(r);
+        reasons.sort();
+    }
+}
+
+/// Deterministic edge key: the first 128 bits of sha256(source, relation, target), hex.
+pub fn edge_key(source: &str, relation: &str, target: &str) -> String {
+    let mut h = Sha256::new();
+    for part in [source, relation, target] {
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part.as_bytes());
+    }
+    hex::encode(&h.finalize()[..16])
+}
+
+/// Checks a label of `field` against the policy: the reason, a suggestion and a detail.
+fn check_label(
+    policy: &Policy,
+    field: Field,
+    label: &str,
+) -> Option<(Option<&'static str>, String)> {
+    if policy.accepts(field, label) {
+        return None;
+    }
+    let suggestion = suggest(field, label);
+    let detail = match suggestion {
+        Some(s) => format!(
+            "{} `{label}` is free-form (did you mean `{s}`?)",
+            field.name()
+        ),
+        None => format!("{} `{label}` is not in the vocabulary", field.name()),
+    };
+    Some((suggestion, detail))
+}
+
+/// Decides one record.
+pub fn decide(
+    record: &Record,
+    annotated: &Annotated,
+    policy: &Policy,
+    nodes: &dyn Nodes,
+) -> Decision {
+    match annotated {
+        Annotated::Missing => Decision::Missing,
+        Annotated::Unparseable { raw, error } => Decision::Unparseable {
+            raw: raw.clone(),
+            error: error.clone(),
+        },
+        Annotated::Parsed(a) => Decision::Annotated {
+            tags: decide_tags(record, a, policy),
+            edges: decide_edges(record, a, policy, nodes),
+            best: if a.tags.is_empty() {
+                a.best.clone()
+            } else {
+                None
+            },
+        },
+    }
+}
+
+fn record_label(
+    policy: &Policy,
+    field: Field,
+    min: f64,
+    scored: &[Scored],
+    reasons: &mut Vec<Reason>,
+    detail: &mut Vec<String>,
+) -> (Option<String>, Option<f64>, Option<String>) {
+    let Some(first) = scored.first() else {
+        add(reasons, Reason::ConfidenceBelowThreshold);
+        detail.push(format!("the record has no {}", field.name()));
+        return (None, None, None);
+    };
+    let mut suggestion = None;
+    for p in &first.problems {
+        add(reasons, Reason::UnparseableAnnotation);
+        detail.push(format!("{}: {p}", field.name()));
+    }
+    match &first.label {
+        None => {
+            add(reasons, Reason::UnparseableAnnotation);
+            detail.push(format!("{} has no label", field.name()));
+        }
+        Some(label) => {
+            if let Some((s, d)) = check_label(policy, field, label) {
+                add(reasons, Reason::FreeformTomLabel);
+                suggestion = s.map(str::to_string);
+                detail.push(d);
+            }
+        }
+    }
+    match first.confidence {
+        Some(c) if c >= min => {}
+        Some(c) => {
+            add(reasons, Reason::ConfidenceBelowThreshold);
+            detail.push(format!("{} confidence {c} < {min}", field.name()));
+        }
+        None => {
+            add(reasons, Reason::ConfidenceBelowThreshold);
+            detail.push(format!("{} has no confidence", field.name()));
+        }
+    }
+    (first.label.clone(), first.confidence, suggestion)
+}
+
+fn decide_tags(record: &Record, a: &Annotation, policy: &Policy) -> Vec<TagItem> {
+    let when = &policy.tom_lite_promotion_policy.promote_tags_when;
+    // Record-level reasons first: they apply to every tag.
+    let mut shared = Vec::new();
+    let mut shared_detail = Vec::new();
+    let (affect, affect_confidence, suggested_affect) = record_label(
+        policy,
+        Field::Affect,
+        when.affect_confidence_min,
+        &a.affect,
+        &mut shared,
+        &mut shared_detail,
+    );
+    let (intensity, intensity_confidence, suggested_intensity) = record_label(
+        policy,
+        Field::Intensity,
+        when.intensity_confidence_min,
+        &a.intensity,
+        &mut shared,
+        &mut shared_detail,
+    );
+    let max_kinds = policy.tom_lite.max_tom_kinds_per_memory as usize;
+    if a.tags.len() > max_kinds {
+        add(&mut shared, Reason::TooManyLabels);
+        shared_detail.push(format!(
+            "{} tags, at most {max_kinds} per record",
+            a.tags.len()
+        ));
+    }
+    let kinds: Vec<&str> = a
+        .tags
+        .iter()
+        .filter_map(|t| t.tom_kind.as_deref())
+        .collect();
+    if kinds
+        .iter()
+        .enumerate()
+        .any(|(i, k)| kinds[..i].contains(k))
+    {
+        add(&mut shared, Reason::TooManyLabels);
+        shared_detail.push("the same tom_kind is tagged twice".into());
+    }
+    if a.affect.len() > policy.tom_lite.max_affect_labels_per_memory as usize
+        || a.intensity.len() > 1
+    {
+        add(&mut shared, Reason::TooManyLabels);
+        shared_detail.push(format!(
+            "{} affect and {} intensity labels, at most 1 of each per record",
+            a.affect.len(),
+            a.intensity.len()
+        ));
+    }
+    if record.is_sensitive() {
+        add(&mut shared, Reason::SensitiveBoundaryOrSafetyRecord);
+        shared_detail.push(format!("record is flagged {}", record.flags.join(", ")));
+    }
+    a.tags
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let mut reasons = shared.clone();
+            let mut detail = shared_detail.clone();
+            let mut suggested_label = None;
+            for p in &t.problems {
+                add(&mut reasons, Reason::UnparseableAnnotation);
+                detail.push(p.clone());
+            }
+            match &t.tom_kind {
+                None => {
+                    add(&mut reasons, Reason::UnparseableAnnotation);
+                    detail.push("tag has no tom_kind".into());
+                }
+                Some(k) => {
+                    if let Some((s, d)) = check_label(policy, Field::TomKind, k) {
+                        add(&mut reasons, Reason::FreeformTomLabel);
+                        suggested_label = s.map(str::to_string);
+                        detail.push(d);
+                    }
+                }
+            }
+            match t.confidence {
+                Some(c) if c >= when.tom_kind_confidence_min => {}
+                Some(c) => {
+                    add(&mut reasons, Reason::ConfidenceBelowThreshold);
+                    detail.push(format!(
+                        "tom_kind confidence {c} < {}",
+                        when.tom_kind_confidence_min
+                    ));
+                }
+                None => {
+                    add(&mut reasons, Reason::ConfidenceBelowThreshold);
+                    detail.push("tom_kind has no confidence".into());
+                }
+            }
+            check_quote(
+                &t.quote,
+                &record.text,
+                when.source_quote_required,
+                &mut reasons,
+                &mut detail,
+            );
+            TagItem {
+                item_id: format!("{}#tag{i}", record.id),
+                tom_kind: t.tom_kind.clone(),
+                confidence: t.confidence,
+                affect: affect.clone(),
+                affect_confidence,
+                intensity: intensity.clone(),
+                intensity_confidence,
+                quote: t.quote.clone(),
+                reasons,
+                suggested_label,
+                suggested_affect: suggested_affect.clone(),
+                suggested_intensity: suggested_intensity.clone(),
+                detail,
+            }
+        })
+        .collect()
+}
+
+fn check_quote(
+    q: &Quote,
+    text: &str,
+    required: bool,
+    reasons: &mut Vec<Reason>,
+    detail: &mut Vec<String>,
+) {
+    if q.is_absent() {
+        if required {
+            add(reasons, Reason::SourceQuoteMissing);
+            detail.push("no source quote".into());
+        }
+    } else if !q.is_verbatim(text) {
+        add(reasons, Reason::SourceQuoteMissing);
+        detail.push(format!(
+            "quote is not verbatim at bytes [{}, {})",
+            q.start.map_or("?".into(), |s| s.to_string()),
+            q.end.map_or("?".into(), |e| e.to_string())
+        ));
+    }
+}
+
+fn decide_edges(
+    record: &Record,
+    a: &Annotation,
+    policy: &Policy,
+    nodes: &dyn Nodes,
+) -> Vec<EdgeItem> {
+    let when = &policy.tom_lite_promotion_policy.promote_edges_when;
+    let max = when.max_edges_per_record as usize;
+    let self_node = format!("memory:{}", record.id);
+    a.edges
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let mut reasons = Vec::new();
+            let mut detail = Vec::new();
+            let mut pending = Vec::new();
+            let mut suggested_label = None;
+            for p in &e.problems {
+                add(&mut reasons, Reason::UnparseableAnnotation);
+                detail.push(p.clone());
+            }
+            if a.edges.len() > max {
+                add(&mut reasons, Reason::MoreThanTwoEdgeCandidates);
+                detail.push(format!(
+                    "{} edge candidates, at most {max} per record",
+                    a.edges.len()
+                ));
+            }
+            if record.is_sensitive() {
+                add(&mut reasons, Reason::SensitiveBoundaryOrSafetyRecord);
+                detail.push(format!("record is flagged {}", record.flags.join(", ")));
+            }
+            match &e.relation {
+                None => {
+                    add(&mut reasons, Reason::UnparseableAnnotation);
+                    detail.push("edge has no relation".into());
+                }
+                Some(rel) => {
+                    if let Some((s, d)) = check_label(policy, Field::TomKind, rel) {
+                        add(&mut reasons, Reason::FreeformTomLabel);
+                        suggested_label = s.map(str::to_string);
+                        detail.push(d.replacen("tom_kind", "relation", 1));
+                    }
+                }
+            }
+            match e.confidence {
+                Some(c) if c >= when.edge_confidence_min => {}
+                Some(c) => {
+                    add(&mut reasons, Reason::ConfidenceBelowThreshold);
+                    detail.push(format!(
+                        "edge confidence {c} < {}",
+                        when.edge_confidence_min
+                    ));
+                }
+                None => {
+                    add(&mut reasons, Reason::ConfidenceBelowThreshold);
+                    detail.push("edge has no confidence".into());
+                }
+            }
+            check_quote(
+                &e.quote,
+                &record.text,
+                when.source_quote_required,
+                &mut reasons,
+                &mut detail,
+            );
+            let source = e.source_node.clone().unwrap_or_else(|| self_node.clone());
+            if when.both_nodes_must_exist {
+                let mut check = |node: Option<&str>, role: &str| match node {
+                    None => {
+                        add(&mut reasons, Reason::UnknownTargetNode);
+                        detail.push(format!("edge has no {role} node"));
+                    }
+                    Some(n) if n == self_node => {}
+                    Some(n) => match nodes.exists(n) {
+                        Exists::Yes => {}
+                        Exists::No => {
+                            add(&mut reasons, Reason::UnknownTargetNode);
+                            detail.push(format!("{role} node `{n}` does not exist"));
+                        }
+                        Exists::Later(id) => pending.push(id),
+                    },
+                };
+                check(Some(&source), "source");
+                check(e.target_node.as_deref(), "target");
+            }
+            EdgeItem {
+                item_id: format!("{}#edge{i}", record.id),
+                edge_key: edge_key(
+                    &source,
+                    e.relation.as_deref().unwrap_or(""),
+                    e.target_node.as_deref().unwrap_or(""),
+                ),
+                source_node: source,
+                relation: e.relation.clone(),
+                target_node: e.target_node.clone(),
+                target_mention: e.target_mention.clone(),
+                confidence: e.confidence,
+                quote: e.quote.clone(),
+                reasons,
+                suggested_label,
+                detail,
+                pending,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::annotation::{Annotator, AnnotatorInfo, parse_line};
+    use crate::record::{Origin, RecordKind};
+    use tomlite_staging::Digest;
+
+    /// A fake annotator: a fixed annotation line per record id.
+    struct Fake(Vec<(&'static str, String)>);
+
+    impl Annotator for Fake {
+        fn info(&self) -> AnnotatorInfo {
+            AnnotatorInfo {
+                id: "fake".into(),
+                sha256: "0".into(),
+            }
+        }
+        fn annotation_digest(
+            &mut self,
+            _: &Record,
+        ) -> Result<Digest, crate::annotation::AnnotateError> {
+            Ok([0; 16])
+        }
+        fn annotate(
+            &mut self,
+            records: &[&Record],
+        ) -> Result<Vec<Annotated>, crate::annotation::AnnotateError> {
+            Ok(records
+                .iter()
+                .map(|r| {
+                    self.0
+                        .iter()
+                        .find(|(id, _)| *id == r.id)
+                        .map_or(Annotated::Missing, |(_, l)| parse_line(l))
+                })
+                .collect())
+        }
+    }
+
+    struct Registry;
+    impl Nodes for Registry {
+        fn exists(&self, node: &str) -> Exists {
+            match node {
+                "user:sam" | "memory:r0" => Exists::Yes,
+                n if n.starts_with("memory:later") => {
+                    Exists::Later(n["memory:".len()..].to_string())
+                }
+                _ => Exists::No,
+            }
+        }
+    }
+
+    const TEXT: &str = "Sam said: keep answers short. I felt ignored — again.";
+
+    fn record(flags: &[&str]) -> Record {
+        Record {
+            id: "r1".into(),
+            persona_id: "ada".into(),
+            kind: RecordKind::Journal,
+            source_path: "j.md".into(),
+            created_at: "2026-11-28T00:00:00Z".into(),
+            text: TEXT.into(),
+            flags: flags.iter().map(|s| s.to_string()).collect(),
+            user_id: None,
+            origin: Origin {
+                source: "t".into(),
+                line: 1,
+            },
+        }
+    }
+
+    fn tag(kind: &str, conf: f64, quote: &str) -> String {
+        let s = TEXT.find(quote).unwrap();
+        format!(
+            r#"{{"tom_kind":"{kind}","confidence":{conf},"source_quote":"{quote}","quote_start":{s},"quote_end":{}}}"#,
+            s + quote.len()
+        )
+    }
+
+    fn edge(target: &str, conf: f64) -> String {
+        let q = "keep answers short.";
+        let s = TEXT.find(q).unwrap();
+        format!(
+            r#"{{"source_node":"memory:r1","relation":"preference","target_node":"{target}","confidence":{conf},"source_quote":"{q}","quote_start":{s},"quote_end":{}}}"#,
+            s + q.len()
+        )
+    }
+
+    fn line(
+        tags: &[String],
+        edges: &[String],
+        affect: (&str, f64),
+        intensity: (&str, f64),
+    ) -> String {
+        format!(
+            r#"{{"record_id":"r1","tags":[{}],"edges":[{}],"affect":{{"label":"{}","confidence":{}}},"intensity":{{"label":"{}","confidence":{}}}}}"#,
+            tags.join(","),
+            edges.join(","),
+            affect.0,
+            affect.1,
+            intensity.0,
+            intensity.1
+        )
+    }
+
+    fn run(line: String, flags: &[&str]) -> Decision {
+        let r = record(flags);
+        let mut fake = Fake(vec![("r1", line)]);
+        let a = fake.annotate(&[&r]).unwrap().remove(0);
+        decide(&r, &a, &Policy::default(), &Registry)
+    }
+
+    fn items(d: Decision) -> (Vec<TagItem>, Vec<EdgeItem>) {
+        match d {
+            Decision::Annotated { tags, edges, .. } => (tags, edges),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn thresholds_are_inclusive() {
+        let (tags, edges) = items(run(
+            line(
+                &[tag("preference", 0.80, "keep answers short.")],
+                &[edge("user:sam", 0.85)],
+                ("neutral", 0.70),
+                ("medium", 0.65),
+            ),
+            &[],
+        ));
+        assert!(tags[0].reasons.is_empty(), "{:?}", tags[0].detail);
+        assert!(edges[0].reasons.is_empty(), "{:?}", edges[0].detail);
+    }
+
+    #[test]
+    fn every_applicable_reason_is_kept() {
+        let mut bad_quote = tag("emotion", 0.5, "I felt ignored");
+        bad_quote = bad_quote.replace("\"quote_start\":", "\"quote_start\":1");
+        let (tags, _) = items(run(
+            line(&[bad_quote], &[], ("sad", 0.9), ("high", 0.9)),
+            &["safety"],
+        ));
+        assert_eq!(
+            tags[0].reasons,
+            [
+                Reason::ConfidenceBelowThreshold,
+                Reason::SourceQuoteMissing,
+                Reason::SensitiveBoundaryOrSafetyRecord
+            ]
+        );
+    }
+
+    #[test]
+    fn free_form_labels_carry_a_suggestion() {
+        let (tags, _) = items(run(
+            line(
+                &[tag("Preference", 0.9, "keep answers short.")],
+                &[],
+                ("frustrated", 0.9),
+                ("moderate", 0.9),
+            ),
+            &[],
+        ));
+        assert_eq!(tags[0].reasons, [Reason::FreeformTomLabel]);
+        assert_eq!(tags[0].suggested_label.as_deref(), Some("preference"));
+        assert_eq!(tags[0].suggested_affect.as_deref(), Some("angry"));
+        assert_eq!(tags[0].suggested_intensity.as_deref(), Some("medium"));
+    }
+
+    #[test]
+    fn three_tags_all_get_too_many_labels() {
+        let t = [
+            tag("preference", 0.9, "keep answers short."),
+            tag("emotion", 0.9, "I felt ignored"),
+            tag("relationship", 0.9, "Sam said"),
+        ];
+        let (tags, _) = items(run(line(&t, &[], ("sad", 0.9), ("high", 0.9)), &[]));
+        assert!(tags.iter().all(|t| t.reasons == [Reason::TooManyLabels]));
+    }
+
+    #[test]
+    fn three_edges_all_get_more_than_two_and_unknown_targets_are_named() {
+        let e = [
+            edge("user:sam", 0.9),
+            edge("user:priya", 0.9),
+            edge("memory:r0", 0.9),
+        ];
+        let (_, edges) = items(run(line(&[], &e, ("sad", 0.9), ("high", 0.9)), &[]));
+        assert_eq!(edges[0].reasons, [Reason::MoreThanTwoEdgeCandidates]);
+        assert_eq!(
+            edges[1].reasons,
+            [Reason::UnknownTargetNode, Reason::MoreThanTwoEdgeCandidates]
+        );
+        assert_eq!(edges[2].reasons, [Reason::MoreThanTwoEdgeCandidates]);
+    }
+
+    #[test]
+    fn forward_memory_targets_wait_for_the_end_of_the_input() {
+        let (_, mut edges) = items(run(
+            line(
+                &[],
+                &[edge("memory:later-1", 0.9)],
+                ("sad", 0.9),
+                ("high", 0.9),
+            ),
+            &[],
+        ));
+        assert_eq!(edges[0].pending, ["later-1"]);
+        assert!(edges[0].reasons.is_empty());
+        edges[0].resolve(|_| false);
+        assert_eq!(edges[0].reasons, [Reason::UnknownTargetNode]);
+    }
+
+    #[test]
+    fn edge_keys_are_deterministic_and_distinct() {
+        let a = edge_key("memory:r1", "preference", "user:sam");
+        assert_eq!(a, edge_key("memory:r1", "preference", "user:sam"));
+        assert_ne!(a, edge_key("memory:r1", "preference", "user:sa"));
+        // Length-prefixing: no two splits of the same bytes collide.
+        assert_ne!(edge_key("ab", "c", "d"), edge_key("a", "bc", "d"));
+        assert_eq!(a.len(), 32);
+    }
+
+    #[test]
+    fn missing_and_unparseable_annotations() {
+        let r = record(&[]);
+        let mut fake = Fake(vec![]);
+        let a = fake.annotate(&[&r]).unwrap().remove(0);
+        assert_eq!(
+            decide(&r, &a, &Policy::default(), &Registry),
+            Decision::Missing
+        );
+        assert!(matches!(
+            run("{\"record_id\":\"r1\",".into(), &[]),
+            Decision::Unparseable { .. }
+        ));
+    }
+}

@@ -1,0 +1,95 @@
+//! `tomlite`: the nightly ToM-lite annotation job for persona-memory records.
+//!
+//! Records (JSONL, Parquet or a folder of journals) stream through
+//! ingest → skip-unchanged → annotate → validate/decide → stage. The
+//! validator trusts no annotator: every tag and edge is checked against the
+//! controlled vocabulary ([`vocab`]), the policy ([`policy`]) and its
+//! verbatim quote, and is promoted or quarantined with every reason that
+//! applies ([`decide`]). Outputs land in a staging directory committed
+//! atomically by the `tomlite-staging` crate.
+//!
+//! ```no_run
+//! use std::path::PathBuf;
+//! use tomlite::annotation::FileAnnotator;
+//! use tomlite::run::{RunConfig, run};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let cfg = RunConfig {
+//!     inputs: vec![PathBuf::from("data/sample/records.jsonl")],
+//!     staging: PathBuf::from("staging-out"),
+//!     policy: tomlite::policy::Policy::default(),
+//!     policy_source: None,
+//!     nodes: None,
+//!     full: false,
+//!     ingest: Default::default(),
+//!     command: "example".into(),
+//! };
+//! let mut annotator = FileAnnotator::open("data/sample/annotations.jsonl".as_ref())?;
+//! let summary = run(&cfg, &mut annotator)?;
+//! println!("{} promoted tags", summary.counts.promoted_tags);
+//! # Ok(()) }
+//! ```
+
+pub mod annotation;
+pub mod decide;
+pub mod events;
+mod journals;
+pub mod nodes;
+mod parquet_in;
+pub mod policy;
+pub mod record;
+pub mod run;
+pub mod tables;
+pub mod vocab;
+
+use std::io::Read;
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+/// sha256 of a file, hex.
+pub fn sha256_file(path: &Path) -> std::io::Result<String> {
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+/// sha256 of a folder: its files' relative paths and sha256s, sorted.
+pub fn sha256_dir(dir: &Path) -> std::io::Result<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) -> std::io::Result<()> {
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            if entry.file_type()?.is_dir() {
+                walk(root, &path, out)?;
+            } else {
+                let rel = path
+                    .strip_prefix(root)
+                    .unwrap_or(&path)
+                    .display()
+                    .to_string();
+                out.push((rel, sha256_file(&path)?));
+            }
+        }
+        Ok(())
+    }
+    let mut files = Vec::new();
+    walk(dir, dir, &mut files)?;
+    files.sort();
+    let mut h = Sha256::new();
+    for (name, sha) in files {
+        h.update(name.as_bytes());
+        h.update([0]);
+        h.update(sha.as_bytes());
+        h.update([b'\n']);
+    }
+    Ok(hex::encode(h.finalize()))
+}

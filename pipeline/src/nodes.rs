@@ -1,0 +1,233 @@
+//! The node registry (`--nodes`, JSONL or Parquet): `id`, `kind`, `name`,
+//! `aliases`. Loaded once and checked; a registry that is ambiguous stops the
+//! run with a configuration error rather than let the job guess.
+
+use std::collections::{HashMap, HashSet};
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use crate::record::{json_type, read_line_capped};
+
+/// One registry node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// `user:sam`, `persona:ada`, ...
+    pub id: String,
+    /// `user`, `persona`, `person`, `agent`, ...
+    pub kind: String,
+    /// Display name.
+    pub name: String,
+    /// Other names the node goes by.
+    pub aliases: Vec<String>,
+}
+
+/// A registry that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum NodesError {
+    /// The file cannot be read.
+    #[error("cannot read node registry {}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line or row is not a valid node.
+    #[error("node registry {}, line {line}: {field}: {message}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line or row.
+        line: u64,
+        /// The offending field.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The Parquet file cannot be read.
+    #[error("cannot read node registry {}", path.display())]
+    Ingest {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: Box<crate::record::IngestError>,
+    },
+}
+
+/// The loaded registry.
+#[derive(Debug, Default, Clone)]
+pub struct Registry {
+    nodes: Vec<Node>,
+    ids: HashSet<String>,
+    /// sha256 of the registry file.
+    pub sha256: Option<String>,
+}
+
+impl Registry {
+    /// Loads and checks a registry file.
+    pub fn load(path: &Path) -> Result<Self, NodesError> {
+        let rows = if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("parquet"))
+        {
+            parquet_rows(path)?
+        } else {
+            jsonl_rows(path)?
+        };
+        let mut reg = Registry::default();
+        let mut alias_owner: HashMap<String, String> = HashMap::new();
+        for (line, m) in rows {
+            let invalid = |field: &str, message: String| NodesError::Invalid {
+                path: path.to_path_buf(),
+                line,
+                field: field.to_string(),
+                message,
+            };
+            let text = |field: &str| -> Result<String, NodesError> {
+                match m.get(field) {
+                    Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
+                    Some(Value::String(_)) => Err(invalid(field, "must not be empty".into())),
+                    None | Some(Value::Null) => {
+                        Err(invalid(field, "missing required field".into()))
+                    }
+                    Some(v) => Err(invalid(
+                        field,
+                        format!("expected a string, found {}", json_type(v)),
+                    )),
+                }
+            };
+            let id = text("id")?;
+            let kind = text("kind")?;
+            let name = text("name")?;
+            let aliases = match m.get("aliases") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(Value::Array(xs)) => xs
+                    .iter()
+                    .map(|x| match x {
+                        Value::String(s) if !s.trim().is_empty() => Ok(s.clone()),
+                        other => Err(invalid(
+                            "aliases",
+                            format!("expected non-empty strings, found {}", json_type(other)),
+                        )),
+                    })
+                    .collect::<Result<_, _>>()?,
+                Some(v) => {
+                    return Err(invalid(
+                        "aliases",
+                        format!("expected a list, found {}", json_type(v)),
+                    ));
+                }
+            };
+            if id.starts_with("memory:") {
+                return Err(invalid(
+                    "id",
+                    format!("`{id}`: memory nodes come from the records, not the registry"),
+                ));
+            }
+            if !reg.ids.insert(id.clone()) {
+                return Err(invalid("id", format!("duplicate node id `{id}`")));
+            }
+            let mut names = vec![name.clone()];
+            names.extend(aliases.iter().cloned());
+            let mut own = HashSet::new();
+            for n in names {
+                let key = n.trim().to_lowercase();
+                if !own.insert(key.clone()) {
+                    continue;
+                }
+                if let Some(other) = alias_owner.insert(key, id.clone()) {
+                    return Err(invalid(
+                        "aliases",
+                        format!(
+                            "name or alias `{n}` of `{id}` is also a name or alias of `{other}`"
+                        ),
+                    ));
+                }
+            }
+            reg.nodes.push(Node {
+                id,
+                kind,
+                name,
+                aliases,
+            });
+        }
+        reg.sha256 = Some(crate::sha256_file(path).map_err(|source| NodesError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?);
+        Ok(reg)
+    }
+
+    /// Whether a node id is in the registry.
+    pub fn contains(&self, id: &str) -> bool {
+        self.ids.contains(id)
+    }
+
+    /// The nodes, in file order.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the registry is empty.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+}
+
+fn jsonl_rows(path: &Path) -> Result<Vec<(u64, Map<String, Value>)>, NodesError> {
+    let io = |source| NodesError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut r = BufReader::new(std::fs::File::open(path).map_err(io)?);
+    let mut buf = Vec::new();
+    let mut out = Vec::new();
+    let mut line = 0;
+    while let Some(read) = read_line_capped(&mut r, &mut buf, 1 << 20).map_err(io)? {
+        line += 1;
+        if !read.over && buf.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let invalid = |message: String| NodesError::Invalid {
+            path: path.to_path_buf(),
+            line,
+            field: "(line)".into(),
+            message,
+        };
+        match serde_json::from_slice::<Value>(&buf) {
+            Ok(Value::Object(m)) => out.push((line, m)),
+            Ok(v) => {
+                return Err(invalid(format!(
+                    "expected a JSON object, found {}",
+                    json_type(&v)
+                )));
+            }
+            Err(e) => return Err(invalid(format!("malformed JSON: {e}"))),
+        }
+    }
+    Ok(out)
+}
+
+fn parquet_rows(path: &Path) -> Result<Vec<(u64, Map<String, Value>)>, NodesError> {
+    // Reuse the record reader's cell conversion through a generic row reader.
+    crate::parquet_in::rows(path, &["id", "kind", "name", "aliases"])
+        .map_err(|e| NodesError::Ingest {
+            path: path.to_path_buf(),
+            source: Box::new(e),
+        })
+        .map(|rows| {
+            rows.into_iter()
+                .enumerate()
+                .map(|(i, m)| (i as u64 + 1, m))
+                .collect()
+        })
+}

@@ -1,0 +1,692 @@
+//! Input records and their ingestion from JSONL, Parquet and folders of
+//! `.md`/`.txt` journals.
+//!
+//! Every source is streamed: an iterator yields one [`Item`] at a time, a
+//! valid [`Record`] or a [`Reject`] that names the source, the 1-based line
+//! (or row), the record id when known, the field and the error.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
+use serde_json::{Map, Value};
+use sha2::{Digest as _, Sha256};
+use tomlite_staging::Digest;
+
+/// The three kinds of record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordKind {
+    /// A journal entry.
+    Journal,
+    /// A summary of a work or chat session.
+    SessionSummary,
+    /// A stored persona memory.
+    PersonaMemory,
+}
+
+impl RecordKind {
+    /// The kind as the input spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordKind::Journal => "journal",
+            RecordKind::SessionSummary => "session_summary",
+            RecordKind::PersonaMemory => "persona_memory",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "journal" => Some(Self::Journal),
+            "session_summary" => Some(Self::SessionSummary),
+            "persona_memory" => Some(Self::PersonaMemory),
+            _ => None,
+        }
+    }
+}
+
+/// The record flags that make a record untouchable without a curator.
+pub const FLAGS: [&str; 2] = ["sensitive", "safety"];
+
+/// A valid input record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    /// Unique, stable id.
+    pub id: String,
+    /// The persona the memory belongs to.
+    pub persona_id: String,
+    /// What kind of record it is.
+    pub kind: RecordKind,
+    /// The source anchor.
+    pub source_path: String,
+    /// RFC3339 timestamp, as given.
+    pub created_at: String,
+    /// The text; quotes are byte ranges of it.
+    pub text: String,
+    /// `sensitive` and/or `safety`.
+    pub flags: Vec<String>,
+    /// The user the record is about, if any.
+    pub user_id: Option<String>,
+    /// Where the record came from.
+    pub origin: Origin,
+}
+
+/// A record's place in its input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// The input file.
+    pub source: String,
+    /// 1-based line (JSONL), row (Parquet) or 1 (a journal file).
+    pub line: u64,
+}
+
+impl Record {
+    /// Digest of everything that defines the record: content and metadata
+    /// (not its position in the input).
+    pub fn fingerprint(&self) -> Digest {
+        let mut h = Sha256::new();
+        let mut flags = self.flags.clone();
+        flags.sort();
+        for part in [
+            self.id.as_str(),
+            self.persona_id.as_str(),
+            self.kind.as_str(),
+            self.source_path.as_str(),
+            self.created_at.as_str(),
+            self.user_id.as_deref().unwrap_or("\u{0}"),
+            &flags.join("\u{1e}"),
+            self.text.as_str(),
+        ] {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part.as_bytes());
+        }
+        truncate(h.finalize().as_slice())
+    }
+
+    /// Whether the record is flagged `sensitive` or `safety`.
+    pub fn is_sensitive(&self) -> bool {
+        !self.flags.is_empty()
+    }
+}
+
+/// First 16 bytes of a sha256.
+pub fn truncate(sha: &[u8]) -> Digest {
+    let mut d = [0u8; 16];
+    d.copy_from_slice(&sha[..16]);
+    d
+}
+
+/// An input line, row or file that is not a valid record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reject {
+    /// The input file.
+    pub source: String,
+    /// 1-based line or row.
+    pub line: u64,
+    /// The record id, when it could be read.
+    pub record_id: Option<String>,
+    /// The offending field, when one is to blame.
+    pub field: Option<String>,
+    /// What is wrong.
+    pub error: String,
+}
+
+/// What an input yields.
+#[derive(Debug)]
+pub enum Item {
+    /// A valid record.
+    Record(Box<Record>),
+    /// A line, row or file that is not one.
+    Reject(Reject),
+}
+
+/// An input that cannot be read at all (as opposed to a bad line in it).
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    /// The file or folder cannot be read.
+    #[error("cannot read input {}", path.display())]
+    Io {
+        /// The input.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The Parquet file cannot be decoded.
+    #[error("cannot read Parquet input {}", path.display())]
+    Parquet {
+        /// The input.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
+    /// A Parquet batch cannot be decoded.
+    #[error("cannot decode Parquet input {}", path.display())]
+    Arrow {
+        /// The input.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: arrow_schema::ArrowError,
+    },
+    /// A journal file sits at the root of the folder and no persona was given.
+    #[error("journal folder {}: {message}", path.display())]
+    Journal {
+        /// The folder.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// How records are checked.
+#[derive(Debug, Clone)]
+pub struct IngestOptions {
+    /// Longest accepted text, in bytes.
+    pub max_text_bytes: u64,
+    /// Persona of journal files that sit directly in the folder.
+    pub journal_persona: Option<String>,
+}
+
+impl Default for IngestOptions {
+    fn default() -> Self {
+        Self {
+            max_text_bytes: 32 * 1024,
+            journal_persona: None,
+        }
+    }
+}
+
+/// The stream of one input.
+pub type Items = Box<dyn Iterator<Item = Result<Item, IngestError>>>;
+
+/// Opens an input by its shape: a folder of journals, a `.parquet` file, or JSONL.
+pub fn open(path: &Path, opts: &IngestOptions) -> Result<Items, IngestError> {
+    let meta = std::fs::metadata(path).map_err(|source| IngestError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if meta.is_dir() {
+        return crate::journals::open(path, opts);
+    }
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("parquet"))
+    {
+        return crate::parquet_in::open(path, opts);
+    }
+    let file = File::open(path).map_err(|source| IngestError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(Box::new(JsonlRecords {
+        reader: BufReader::with_capacity(1 << 16, file),
+        path: path.to_path_buf(),
+        source: path.display().to_string(),
+        line: 0,
+        buf: Vec::new(),
+        opts: opts.clone(),
+        done: false,
+    }))
+}
+
+struct JsonlRecords {
+    reader: BufReader<File>,
+    path: PathBuf,
+    source: String,
+    line: u64,
+    buf: Vec<u8>,
+    opts: IngestOptions,
+    done: bool,
+}
+
+/// One line read by [`read_line_capped`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineRead {
+    /// The line was longer than the cap (the rest was skipped, not kept).
+    pub over: bool,
+    /// Bytes consumed from the input, newline included.
+    pub consumed: u64,
+}
+
+/// Reads one line into `buf` (without its newline), keeping at most `cap`
+/// bytes; returns `None` at end of input.
+pub fn read_line_capped<R: BufRead>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+    cap: usize,
+) -> std::io::Result<Option<LineRead>> {
+    buf.clear();
+    let mut over = false;
+    let mut consumed = 0u64;
+    loop {
+        let chunk = r.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok((consumed > 0).then_some(LineRead { over, consumed }));
+        }
+        let (part, found) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (&chunk[..i], Some(i + 1)),
+            None => (chunk, None),
+        };
+        if !over {
+            let room = cap.saturating_sub(buf.len());
+            if part.len() > room {
+                over = true;
+                buf.extend_from_slice(&part[..room]);
+            } else {
+                buf.extend_from_slice(part);
+            }
+        }
+        let used = found.unwrap_or(chunk.len());
+        r.consume(used);
+        consumed += used as u64;
+        if found.is_some() {
+            if buf.last() == Some(&b'\r') {
+                buf.pop();
+            }
+            return Ok(Some(LineRead { over, consumed }));
+        }
+    }
+}
+
+impl Iterator for JsonlRecords {
+    type Item = Result<Item, IngestError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        // JSON escapes can make a text up to six times longer on the line.
+        let cap = (self.opts.max_text_bytes as usize).saturating_mul(6) + 64 * 1024;
+        loop {
+            if self.done {
+                return None;
+            }
+            let over = match read_line_capped(&mut self.reader, &mut self.buf, cap) {
+                Ok(None) => {
+                    self.done = true;
+                    return None;
+                }
+                Ok(Some(l)) => l.over,
+                Err(source) => {
+                    self.done = true;
+                    return Some(Err(IngestError::Io {
+                        path: self.path.clone(),
+                        source,
+                    }));
+                }
+            };
+            self.line += 1;
+            if !over && self.buf.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let reject = |record_id: Option<String>, field: Option<&str>, error: String| {
+                Some(Ok(Item::Reject(Reject {
+                    source: self.source.clone(),
+                    line: self.line,
+                    record_id,
+                    field: field.map(str::to_string),
+                    error,
+                })))
+            };
+            if over {
+                return reject(
+                    sniff_record_id(&self.buf, "id"),
+                    Some("text"),
+                    format!(
+                        "line is longer than {cap} bytes; the text limit is {} bytes",
+                        self.opts.max_text_bytes
+                    ),
+                );
+            }
+            let line = match std::str::from_utf8(&self.buf) {
+                Ok(s) => s,
+                Err(e) => {
+                    let lossy = String::from_utf8_lossy(&self.buf);
+                    let parsed: Option<Map<String, Value>> = serde_json::from_str(&lossy).ok();
+                    let id = parsed
+                        .as_ref()
+                        .and_then(|m| m.get("id"))
+                        .and_then(Value::as_str)
+                        .map(str::to_string);
+                    let field = parsed.as_ref().and_then(|m| {
+                        m.iter()
+                            .find(|(_, v)| v.as_str().is_some_and(|s| s.contains('\u{fffd}')))
+                            .map(|(k, _)| k.clone())
+                    });
+                    return reject(
+                        id,
+                        field.as_deref(),
+                        format!("invalid UTF-8 at byte {} of the line", e.valid_up_to()),
+                    );
+                }
+            };
+            let obj: Map<String, Value> = match serde_json::from_str::<Value>(line) {
+                Ok(Value::Object(m)) => m,
+                Ok(other) => {
+                    return reject(
+                        None,
+                        None,
+                        format!("expected a JSON object, found {}", json_type(&other)),
+                    );
+                }
+                Err(e) => {
+                    return reject(
+                        sniff_record_id(line.as_bytes(), "id"),
+                        None,
+                        format!("malformed JSON: {e}"),
+                    );
+                }
+            };
+            let origin = Origin {
+                source: self.source.clone(),
+                line: self.line,
+            };
+            return Some(Ok(match record_from_map(&obj, origin, &self.opts) {
+                Ok(r) => Item::Record(Box::new(r)),
+                Err(r) => Item::Reject(r),
+            }));
+        }
+    }
+}
+
+/// The name of a JSON value's type, for messages.
+pub fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Finds `"<key>": "<value>"` in a line that is not valid JSON, so that a
+/// reject can still name its record.
+pub fn sniff_record_id(line: &[u8], key: &str) -> Option<String> {
+    let text = String::from_utf8_lossy(line);
+    let needle = format!("\"{key}\"");
+    let mut from = 0;
+    while let Some(i) = text[from..].find(&needle) {
+        let rest = text[from + i + needle.len()..].trim_start();
+        if let Some(rest) = rest.strip_prefix(':') {
+            let rest = rest.trim_start();
+            if let Some(rest) = rest.strip_prefix('"') {
+                let end = rest.find(['"', '\\'])?;
+                if rest.as_bytes()[end] == b'"' && end > 0 {
+                    return Some(rest[..end].to_string());
+                }
+                return None;
+            }
+        }
+        from += i + needle.len();
+    }
+    None
+}
+
+/// Checks one record given as a JSON object (a JSONL line, a Parquet row or a
+/// journal file), field by field; the first broken field is reported.
+pub fn record_from_map(
+    obj: &Map<String, Value>,
+    origin: Origin,
+    opts: &IngestOptions,
+) -> Result<Record, Reject> {
+    let id_value = obj
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty());
+    let reject = |field: &str, error: String| Reject {
+        source: origin.source.clone(),
+        line: origin.line,
+        record_id: id_value.map(str::to_string),
+        field: Some(field.to_string()),
+        error,
+    };
+    let required = |field: &str| -> Result<&str, Reject> {
+        match obj.get(field) {
+            None | Some(Value::Null) => Err(reject(field, "missing required field".into())),
+            Some(Value::String(s)) if s.trim().is_empty() => {
+                Err(reject(field, "must not be empty".into()))
+            }
+            Some(Value::String(s)) => Ok(s.as_str()),
+            Some(other) => Err(reject(
+                field,
+                format!("expected a string, found {}", json_type(other)),
+            )),
+        }
+    };
+    let id = required("id")?;
+    let persona_id = required("persona_id")?;
+    let kind_s = required("kind")?;
+    let kind = RecordKind::parse(kind_s).ok_or_else(|| {
+        reject(
+            "kind",
+            format!(
+                "unknown kind `{kind_s}` (expected journal, session_summary or persona_memory)"
+            ),
+        )
+    })?;
+    let source_path = required("source_path")?;
+    let created_at = required("created_at")?;
+    DateTime::parse_from_rfc3339(created_at).map_err(|e| {
+        reject(
+            "created_at",
+            format!("`{created_at}` is not an RFC3339 timestamp: {e}"),
+        )
+    })?;
+    let text = match obj.get("text") {
+        None | Some(Value::Null) => return Err(reject("text", "missing required field".into())),
+        Some(Value::String(s)) => s,
+        Some(other) => {
+            return Err(reject(
+                "text",
+                format!("expected a string, found {}", json_type(other)),
+            ));
+        }
+    };
+    if text.trim().is_empty() {
+        return Err(reject("text", "must not be empty".into()));
+    }
+    if text.len() as u64 > opts.max_text_bytes {
+        return Err(reject(
+            "text",
+            format!(
+                "{} bytes, over the limit of {} bytes (rejected, not truncated)",
+                text.len(),
+                opts.max_text_bytes
+            ),
+        ));
+    }
+    let flags = match obj.get("flags") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => {
+            let mut flags = Vec::with_capacity(items.len());
+            for item in items {
+                match item.as_str() {
+                    Some(f) if FLAGS.contains(&f) => {
+                        if !flags.iter().any(|x| x == f) {
+                            flags.push(f.to_string());
+                        }
+                    }
+                    Some(f) => {
+                        return Err(reject(
+                            "flags",
+                            format!("unknown flag `{f}` (expected sensitive or safety)"),
+                        ));
+                    }
+                    None => {
+                        return Err(reject(
+                            "flags",
+                            format!("expected strings, found {}", json_type(item)),
+                        ));
+                    }
+                }
+            }
+            flags
+        }
+        Some(other) => {
+            return Err(reject(
+                "flags",
+                format!("expected a list of strings, found {}", json_type(other)),
+            ));
+        }
+    };
+    let user_id = match obj.get("user_id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(other) => {
+            return Err(reject(
+                "user_id",
+                format!("expected a string, found {}", json_type(other)),
+            ));
+        }
+    };
+    Ok(Record {
+        id: id.to_string(),
+        persona_id: persona_id.to_string(),
+        kind,
+        source_path: source_path.to_string(),
+        created_at: created_at.to_string(),
+        text: text.clone(),
+        flags,
+        user_id,
+        origin,
+    })
+}
+
+/// `created_at` of a journal: the date it starts with, else its mtime.
+pub(crate) fn journal_created_at(
+    text: &str,
+    mtime: Option<std::time::SystemTime>,
+) -> Option<String> {
+    let first = text.lines().next().unwrap_or("");
+    let first = first.trim_start_matches(['#', '*', ' ', '\t', '\u{feff}']);
+    let token = first.split_whitespace().next().unwrap_or("");
+    if let Ok(ts) = DateTime::parse_from_rfc3339(token) {
+        return Some(ts.to_rfc3339_opts(SecondsFormat::AutoSi, true));
+    }
+    if let Some(date) = first
+        .get(..10)
+        .and_then(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())
+    {
+        let next = first[10..].chars().next();
+        if next.is_none_or(|c| !c.is_ascii_alphanumeric()) {
+            return Some(format!("{}T00:00:00Z", date.format("%Y-%m-%d")));
+        }
+    }
+    let mtime: DateTime<Utc> = mtime?.into();
+    Some(mtime.to_rfc3339_opts(SecondsFormat::Secs, true))
+}
+
+/// Reads a whole file as bytes (journals are one record per file).
+pub(crate) fn read_all(path: &Path, limit: u64) -> std::io::Result<(Vec<u8>, bool)> {
+    let f = File::open(path)?;
+    let mut buf = Vec::new();
+    let n = f.take(limit + 1).read_to_end(&mut buf)?;
+    Ok((buf, n as u64 > limit))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn origin() -> Origin {
+        Origin {
+            source: "in.jsonl".into(),
+            line: 3,
+        }
+    }
+
+    fn good() -> Map<String, Value> {
+        serde_json::from_str(
+            r#"{"id":"j-1","persona_id":"ada","kind":"journal","source_path":"j/1.md",
+                "created_at":"2026-11-28T21:00:00Z","text":"Keep it short."}"#,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_good_record_passes_and_its_fingerprint_ignores_position() {
+        let r = record_from_map(&good(), origin(), &IngestOptions::default()).unwrap();
+        let mut moved = r.clone();
+        moved.origin.line = 99;
+        assert_eq!(r.fingerprint(), moved.fingerprint());
+        moved.text.push('!');
+        assert_ne!(r.fingerprint(), moved.fingerprint());
+    }
+
+    #[test]
+    fn each_broken_field_is_named() {
+        let cases: [(&str, Value, &str); 7] = [
+            ("kind", Value::from("diary"), "unknown kind"),
+            ("created_at", Value::from("yesterday"), "RFC3339"),
+            ("text", Value::from("  "), "empty"),
+            ("text", Value::from(5), "expected a string"),
+            ("persona_id", Value::Null, "missing"),
+            ("flags", serde_json::json!(["secret"]), "unknown flag"),
+            ("user_id", Value::from(1), "expected a string"),
+        ];
+        for (field, value, needle) in cases {
+            let mut m = good();
+            m.insert(field.into(), value);
+            let e = record_from_map(&m, origin(), &IngestOptions::default()).unwrap_err();
+            assert_eq!(e.field.as_deref(), Some(field));
+            assert_eq!(e.record_id.as_deref(), Some("j-1"));
+            assert!(e.error.contains(needle), "{field}: {}", e.error);
+        }
+    }
+
+    #[test]
+    fn over_long_text_is_rejected_not_truncated() {
+        let mut m = good();
+        m.insert("text".into(), Value::from("x".repeat(11)));
+        let opts = IngestOptions {
+            max_text_bytes: 10,
+            ..Default::default()
+        };
+        let e = record_from_map(&m, origin(), &opts).unwrap_err();
+        assert!(
+            e.error.contains("11 bytes, over the limit of 10"),
+            "{}",
+            e.error
+        );
+    }
+
+    #[test]
+    fn capped_reader_skips_the_rest_of_an_over_long_line() {
+        let mut r = BufReader::with_capacity(4, &b"abcdefgh\nok\r\n"[..]);
+        let mut buf = Vec::new();
+        let l = |over, consumed| Some(LineRead { over, consumed });
+        assert_eq!(read_line_capped(&mut r, &mut buf, 5).unwrap(), l(true, 9));
+        assert_eq!(buf, b"abcde");
+        assert_eq!(read_line_capped(&mut r, &mut buf, 5).unwrap(), l(false, 4));
+        assert_eq!(buf, b"ok");
+        assert_eq!(read_line_capped(&mut r, &mut buf, 5).unwrap(), None);
+    }
+
+    #[test]
+    fn record_id_is_sniffed_from_broken_json() {
+        assert_eq!(
+            sniff_record_id(br#"{"record_id": "j-011", "tags": [{"#, "record_id"),
+            Some("j-011".into())
+        );
+        assert_eq!(sniff_record_id(br#"{"tags": 1"#, "record_id"), None);
+    }
+
+    #[test]
+    fn journal_dates_come_from_the_first_line_else_mtime() {
+        assert_eq!(
+            journal_created_at("# 2026-11-28 standup\nok", None).as_deref(),
+            Some("2026-11-28T00:00:00Z")
+        );
+        assert_eq!(
+            journal_created_at("2026-11-28T09:15:00+01:00 woke up", None).as_deref(),
+            Some("2026-11-28T09:15:00+01:00")
+        );
+        assert_eq!(journal_created_at("2026-11-288 not a date", None), None);
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(86_400);
+        assert_eq!(
+            journal_created_at("no date", Some(t)).as_deref(),
+            Some("1970-01-02T00:00:00Z")
+        );
+    }
+}

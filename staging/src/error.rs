@@ -1,0 +1,77 @@
+use std::path::{Path, PathBuf};
+
+/// Errors of the staging crate; each names the file or directory involved.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file system operation failed.
+    #[error("cannot {op} {}", path.display())]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another process holds the staging directory's lock.
+    #[error("staging directory {} is locked by {holder}", path.display())]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+        /// Who holds it, as the holder wrote it (pid and start time).
+        holder: String,
+    },
+    /// Writing or reading a Parquet file failed.
+    #[error("parquet error in {}", path.display())]
+    Parquet {
+        /// The Parquet file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
+    /// An Arrow operation failed on a file's batches.
+    #[error("arrow error in {}", path.display())]
+    Arrow {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: arrow_schema::ArrowError,
+    },
+    /// A state file does not have the expected shape.
+    #[error("state file {} is not valid: {message}", path.display())]
+    BadState {
+        /// The state file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A JSON file could not be written.
+    #[error("cannot write JSON to {}", path.display())]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl Error {
+    pub(crate) fn io(op: &'static str, path: &Path, source: std::io::Error) -> Self {
+        Self::Io {
+            op,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    pub(crate) fn parquet(path: &Path, source: parquet::errors::ParquetError) -> Self {
+        Self::Parquet {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! Staging directories for tomlite runs: one exclusive lock per directory,
+//! run directories written under a temporary name and published by one
+//! rename, Parquet (zstd) tables, and the processed-record state that makes
+//! the next run incremental.
+//!
+//! The crate knows Arrow record batches and files, nothing of ToM-lite. The
+//! commit protocol is:
+//!
+//! 1. [`StagingDir::open`] takes the lock and [`StagingDir::recover`] removes
+//!    what a killed run left behind (temporary run directories, run
+//!    directories that no committed state names);
+//! 2. a [`RunDir`] is written under `runs/.tmp-<run_id>/`: every table and
+//!    JSON file is flushed and synced as it is closed;
+//! 3. [`RunDir::commit`] syncs the directory, renames it to `runs/<run_id>`,
+//!    then replaces `state/records.parquet` (the commit point) and `LATEST`,
+//!    each by rename.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use arrow_array::{ArrayRef, RecordBatch, StringArray};
+//! use arrow_schema::{DataType, Field, Schema};
+//! use tomlite_staging::StagingDir;
+//!
+//! # fn main() -> Result<(), tomlite_staging::Error> {
+//! let staging = StagingDir::open("staging-out")?;
+//! staging.recover()?;
+//! let mut state = staging.load_state()?;
+//! let run = staging.begin_run("20261129T010000Z-0001")?;
+//! let schema = Arc::new(Schema::new(vec![Field::new("record_id", DataType::Utf8, false)]));
+//! let mut table = run.table("abstained", schema.clone())?;
+//! let ids: ArrayRef = Arc::new(StringArray::from(vec!["j-001"]));
+//! table.write(&RecordBatch::try_new(schema, vec![ids]).unwrap())?;
+//! table.close()?;
+//! let committed = run.commit(&mut state)?;
+//! println!("{}", committed.display());
+//! # Ok(()) }
+//! ```
+
+mod error;
+mod lock;
+mod run_dir;
+mod state;
+
+pub use error::Error;
+pub use lock::StagingLock;
+pub use run_dir::{RunDir, TableWriter};
+pub use state::{Digest, State, StateEntry, StateRow};
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Name of the file under the staging root that names the last committed run.
+pub const LATEST: &str = "LATEST";
+/// Prefix of run directories that are still being written.
+pub const TMP_PREFIX: &str = ".tmp-";
+
+/// An opened, locked staging directory.
+#[derive(Debug)]
+pub struct StagingDir {
+    root: PathBuf,
+    _lock: StagingLock,
+}
+
+impl StagingDir {
+    /// Creates the directory layout if needed and takes the exclusive lock.
+    ///
+    /// Fails with [`Error::Locked`] when another process holds it.
+    pub fn open(root: impl AsRef<Path>) -> Result<Self, Error> {
+        let root = root.as_ref().to_path_buf();
+        for dir in [root.clone(), root.join("runs"), root.join("state")] {
+            fs::create_dir_all(&dir)
+                .map_err(|source| Error::io("create directory", &dir, source))?;
+        }
+        let lock = StagingLock::acquire(&root)?;
+        Ok(Self { root, _lock: lock })
+    }
+
+    /// The staging root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Directory that holds published runs.
+    pub fn runs_dir(&self) -> PathBuf {
+        self.root.join("runs")
+    }
+
+    /// Directory that holds the processed-record state.
+    pub fn state_dir(&self) -> PathBuf {
+        self.root.join("state")
+    }
+
+    /// Removes what an interrupted run left behind and returns what it removed.
+    ///
+    /// A temporary run directory was never published; a published run
+    /// directory that the committed state does not list was published but
+    /// its state never committed, so the next run redoes its records (and
+    /// they are not counted twice). `LATEST` is rewritten from the state
+    /// when a run died between the state and `LATEST` renames.
+    pub fn recover(&self) -> Result<Vec<PathBuf>, Error> {
+        let state = State::load(&self.state_dir())?;
+        let committed = state.runs();
+        let mut removed = Vec::new();
+        let runs = self.runs_dir();
+        let entries = fs::read_dir(&runs).map_err(|source| Error::io("list", &runs, source))?;
+        for entry in entries {
+            let entry = entry.map_err(|source| Error::io("list", &runs, source))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let orphan = name.starts_with(TMP_PREFIX) || !committed.iter().any(|r| *r == name);
+            if orphan {
+                let path = entry.path();
+                fs::remove_dir_all(&path).map_err(|source| Error::io("remove", &path, source))?;
+                removed.push(path);
+            }
+        }
+        let state_dir = self.state_dir();
+        let entries =
+            fs::read_dir(&state_dir).map_err(|source| Error::io("list", &state_dir, source))?;
+        for entry in entries {
+            let entry = entry.map_err(|source| Error::io("list", &state_dir, source))?;
+            if entry.file_name().to_string_lossy().ends_with(".tmp") {
+                let path = entry.path();
+                fs::remove_file(&path).map_err(|source| Error::io("remove", &path, source))?;
+                removed.push(path);
+            }
+        }
+        if let Some(last) = state.last_run() {
+            if self.latest()?.as_deref() != Some(last) {
+                run_dir::write_latest(&self.root, last)?;
+            }
+        }
+        if !removed.is_empty() {
+            sync_dir(&runs)?;
+        }
+        Ok(removed)
+    }
+
+    /// Loads the committed processed-record state (empty before the first run).
+    pub fn load_state(&self) -> Result<State, Error> {
+        State::load(&self.state_dir())
+    }
+
+    /// The run id `LATEST` names, if any run was committed.
+    pub fn latest(&self) -> Result<Option<String>, Error> {
+        let path = self.root.join(LATEST);
+        match fs::read_to_string(&path) {
+            Ok(s) => Ok(Some(s.trim().to_string()).filter(|s| !s.is_empty())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(Error::io("read", &path, source)),
+        }
+    }
+
+    /// Starts a run: creates `runs/.tmp-<run_id>/`.
+    pub fn begin_run(&self, run_id: &str) -> Result<RunDir, Error> {
+        RunDir::create(&self.root, run_id)
+    }
+}
+
+/// Syncs a directory so that renames and new entries in it are durable.
+pub fn sync_dir(dir: &Path) -> Result<(), Error> {
+    let f = fs::File::open(dir).map_err(|source| Error::io("open directory", dir, source))?;
+    f.sync_all()
+        .map_err(|source| Error::io("sync directory", dir, source))
+}

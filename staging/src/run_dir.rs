@@ -1,0 +1,189 @@
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_schema::Schema;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+
+use crate::{Error, LATEST, State, TMP_PREFIX, sync_dir};
+
+/// A run directory being written: `runs/.tmp-<run_id>/` until [`RunDir::commit`].
+#[derive(Debug)]
+pub struct RunDir {
+    root: PathBuf,
+    run_id: String,
+    tmp: PathBuf,
+    files: Vec<PathBuf>,
+}
+
+/// A Parquet table in a run directory, written batch by batch.
+pub struct TableWriter {
+    writer: ArrowWriter<File>,
+    file: File,
+    path: PathBuf,
+    rows: usize,
+}
+
+impl std::fmt::Debug for TableWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableWriter")
+            .field("path", &self.path)
+            .field("rows", &self.rows)
+            .finish()
+    }
+}
+
+impl TableWriter {
+    /// Creates `path` and a zstd Parquet writer for `schema`.
+    pub fn create(path: &Path, schema: Arc<Schema>) -> Result<Self, Error> {
+        let file = File::create(path).map_err(|source| Error::io("create", path, source))?;
+        let clone = file
+            .try_clone()
+            .map_err(|source| Error::io("open", path, source))?;
+        let props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .build();
+        let writer = ArrowWriter::try_new(clone, schema, Some(props))
+            .map_err(|source| Error::parquet(path, source))?;
+        Ok(Self {
+            writer,
+            file,
+            path: path.to_path_buf(),
+            rows: 0,
+        })
+    }
+
+    /// Appends one batch.
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<(), Error> {
+        self.rows += batch.num_rows();
+        self.writer
+            .write(batch)
+            .map_err(|source| Error::parquet(&self.path, source))
+    }
+
+    /// Rows written so far.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Writes the footer, syncs the file to disk and returns its path.
+    pub fn close(self) -> Result<PathBuf, Error> {
+        self.writer
+            .close()
+            .map_err(|source| Error::parquet(&self.path, source))?;
+        self.file
+            .sync_all()
+            .map_err(|source| Error::io("sync", &self.path, source))?;
+        Ok(self.path)
+    }
+}
+
+impl RunDir {
+    pub(crate) fn create(root: &Path, run_id: &str) -> Result<Self, Error> {
+        let tmp = root.join("runs").join(format!("{TMP_PREFIX}{run_id}"));
+        fs::create_dir_all(&tmp).map_err(|source| Error::io("create directory", &tmp, source))?;
+        Ok(Self {
+            root: root.to_path_buf(),
+            run_id: run_id.to_string(),
+            tmp,
+            files: Vec::new(),
+        })
+    }
+
+    /// The run's id.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// Where the run is being written (the temporary directory).
+    pub fn path(&self) -> &Path {
+        &self.tmp
+    }
+
+    /// Where the run will be once committed.
+    pub fn final_path(&self) -> PathBuf {
+        self.root.join("runs").join(&self.run_id)
+    }
+
+    /// Opens `<name>.parquet` in the run directory.
+    pub fn table(&mut self, name: &str, schema: Arc<Schema>) -> Result<TableWriter, Error> {
+        let path = self.tmp.join(format!("{name}.parquet"));
+        self.files.push(path.clone());
+        TableWriter::create(&path, schema)
+    }
+
+    /// Writes `value` as pretty JSON to `name`, synced.
+    pub fn write_json<T: serde::Serialize>(
+        &mut self,
+        name: &str,
+        value: &T,
+    ) -> Result<PathBuf, Error> {
+        let path = self.tmp.join(name);
+        let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| Error::Json {
+            path: path.clone(),
+            source,
+        })?;
+        bytes.push(b'\n');
+        write_synced(&path, &bytes)?;
+        self.files.push(path.clone());
+        Ok(path)
+    }
+
+    /// Writes raw bytes to `name`, synced.
+    pub fn write_file(&mut self, name: &str, bytes: &[u8]) -> Result<PathBuf, Error> {
+        let path = self.tmp.join(name);
+        write_synced(&path, bytes)?;
+        self.files.push(path.clone());
+        Ok(path)
+    }
+
+    /// Publishes the run and commits `state` with it.
+    ///
+    /// Order: sync the run directory, rename it to `runs/<run_id>`, replace
+    /// the state file (the commit point: from here on the run's records
+    /// count as processed), then replace `LATEST`. A crash before the state
+    /// rename leaves an unlisted run directory that [`crate::StagingDir::recover`]
+    /// removes; a crash after it leaves a stale `LATEST` that recovery rewrites.
+    pub fn commit(self, state: &mut State) -> Result<PathBuf, Error> {
+        sync_dir(&self.tmp)?;
+        let target = self.final_path();
+        fs::rename(&self.tmp, &target)
+            .map_err(|source| Error::io("rename run directory", &target, source))?;
+        sync_dir(&self.root.join("runs"))?;
+        state.push_run(&self.run_id);
+        state.write(&self.root.join("state"))?;
+        write_latest(&self.root, &self.run_id)?;
+        Ok(target)
+    }
+}
+
+/// Writes `bytes` to `path` and syncs the file.
+pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    let mut f = File::create(path).map_err(|source| Error::io("create", path, source))?;
+    f.write_all(bytes)
+        .and_then(|()| f.sync_all())
+        .map_err(|source| Error::io("write", path, source))
+}
+
+/// Replaces `path` with `bytes` atomically: a synced `.tmp` sibling, a rename,
+/// a synced parent directory.
+pub(crate) fn replace_atomically(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    let tmp = tmp_sibling(path);
+    write_synced(&tmp, bytes)?;
+    fs::rename(&tmp, path).map_err(|source| Error::io("rename", path, source))?;
+    sync_dir(path.parent().unwrap_or(Path::new(".")))
+}
+
+pub(crate) fn tmp_sibling(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    path.with_file_name(name)
+}
+
+pub(crate) fn write_latest(root: &Path, run_id: &str) -> Result<(), Error> {
+    replace_atomically(&root.join(LATEST), format!("{run_id}\n").as_bytes())
+}
