@@ -512,10 +512,10 @@ impl FileAnnotator {
     }
 
     fn line_for(&mut self, record_id: &str) -> Result<Option<String>, AnnotateError> {
-        if let Some((id, line)) = &self.cache {
-            if id == record_id {
-                return Ok(Some(line.clone()));
-            }
+        if let Some((id, line)) = &self.cache
+            && id == record_id
+        {
+            return Ok(Some(line.clone()));
         }
         let Some(slot) = self.index.get_mut(record_id) else {
             return Ok(None);

@@ -10,6 +10,9 @@ use serde_json::{Map, Value};
 
 use crate::record::{json_type, read_line_capped};
 
+/// A registry line or row: its 1-based number and its fields.
+type Row = (u64, Map<String, Value>);
+
 /// One registry node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
@@ -183,7 +186,7 @@ impl Registry {
     }
 }
 
-fn jsonl_rows(path: &Path) -> Result<Vec<(u64, Map<String, Value>)>, NodesError> {
+fn jsonl_rows(path: &Path) -> Result<Vec<Row>, NodesError> {
     let io = |source| NodesError::Io {
         path: path.to_path_buf(),
         source,
@@ -217,7 +220,7 @@ fn jsonl_rows(path: &Path) -> Result<Vec<(u64, Map<String, Value>)>, NodesError>
     Ok(out)
 }
 
-fn parquet_rows(path: &Path) -> Result<Vec<(u64, Map<String, Value>)>, NodesError> {
+fn parquet_rows(path: &Path) -> Result<Vec<Row>, NodesError> {
     // Reuse the record reader's cell conversion through a generic row reader.
     crate::parquet_in::rows(path, &["id", "kind", "name", "aliases"])
         .map_err(|e| NodesError::Ingest {

@@ -204,6 +204,6 @@ fn cell(col: &ArrayRef, i: usize) -> Value {
             }
         }
         DataType::Null => Value::Null,
-        other => Value::from(serde_json::json!({ "unsupported_type": other.to_string() })),
+        other => serde_json::json!({ "unsupported_type": other.to_string() }),
     }
 }

@@ -16,7 +16,7 @@ use crate::decide::Reason;
 use crate::vocab::{AFFECTS, Field, INTENSITIES, TOM_KINDS};
 
 /// The effective policy.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Policy {
     /// The seed's `tom_lite` block.
@@ -120,17 +120,6 @@ pub struct RunPolicy {
     pub staging: Option<PathBuf>,
     /// Longest accepted record text, in bytes (default 32 KiB).
     pub max_text_bytes: u64,
-}
-
-impl Default for Policy {
-    fn default() -> Self {
-        Self {
-            tom_lite: TomLite::default(),
-            tom_lite_promotion_policy: PromotionPolicy::default(),
-            classifier_policy: ClassifierPolicy::default(),
-            run: RunPolicy::default(),
-        }
-    }
 }
 
 fn strings(xs: &[&str]) -> Vec<String> {

@@ -492,17 +492,15 @@ impl Ctx<'_> {
         for rec in batch.drain(..) {
             let fp = rec.fingerprint();
             let ad = annotator.annotation_digest(&rec)?;
-            if !self.cfg.full {
-                if let Some(e) = state.get(&rec.id) {
-                    if e.fingerprint == fp
-                        && e.annotation == ad
-                        && state.policy(e) == self.policy_sha
-                    {
-                        self.counts.skipped_unchanged += 1;
-                        *skipped_from.entry(state.run(e).to_string()).or_default() += 1;
-                        continue;
-                    }
-                }
+            if !self.cfg.full
+                && let Some(e) = state.get(&rec.id)
+                && e.fingerprint == fp
+                && e.annotation == ad
+                && state.policy(e) == self.policy_sha
+            {
+                self.counts.skipped_unchanged += 1;
+                *skipped_from.entry(state.run(e).to_string()).or_default() += 1;
+                continue;
             }
             todo.push((rec, (fp, ad)));
         }

@@ -106,7 +106,7 @@ impl StagingDir {
         for entry in entries {
             let entry = entry.map_err(|source| Error::io("list", &runs, source))?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            let orphan = name.starts_with(TMP_PREFIX) || !committed.iter().any(|r| *r == name);
+            let orphan = name.starts_with(TMP_PREFIX) || !committed.contains(&name);
             if orphan {
                 let path = entry.path();
                 fs::remove_dir_all(&path).map_err(|source| Error::io("remove", &path, source))?;
@@ -124,10 +124,10 @@ impl StagingDir {
                 removed.push(path);
             }
         }
-        if let Some(last) = state.last_run() {
-            if self.latest()?.as_deref() != Some(last) {
-                run_dir::write_latest(&self.root, last)?;
-            }
+        if let Some(last) = state.last_run()
+            && self.latest()?.as_deref() != Some(last)
+        {
+            run_dir::write_latest(&self.root, last)?;
         }
         if !removed.is_empty() {
             sync_dir(&runs)?;

@@ -1,1 +1,9 @@
-fn main() {}
+//! End-to-end tests of the `tomlite` binary: real command line, real files
+//! in temp dirs, outputs read back and checked by content.
+
+mod common;
+mod decisions;
+mod ingest;
+mod policy;
+mod sample;
+mod staging;
