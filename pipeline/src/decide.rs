@@ -396,7 +396,7 @@ fn decide_tags(record: &Record, a: &Annotation, policy: &Policy) -> Vec<TagItem>
             check_quote(
                 &t.quote,
                 &record.text,
-                when.source_quote_required,
+                when.source_quote_required || policy.tom_lite.require_source_anchor,
                 &mut reasons,
                 &mut detail,
             );
@@ -503,7 +503,7 @@ fn decide_edges(
             check_quote(
                 &e.quote,
                 &record.text,
-                when.source_quote_required,
+                when.source_quote_required || policy.tom_lite.require_source_anchor,
                 &mut reasons,
                 &mut detail,
             );

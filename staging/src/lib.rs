@@ -25,7 +25,7 @@
 //! let staging = StagingDir::open("staging-out")?;
 //! staging.recover()?;
 //! let mut state = staging.load_state()?;
-//! let run = staging.begin_run("20261129T010000Z-0001")?;
+//! let mut run = staging.begin_run("20261129T010000Z-0001")?;
 //! let schema = Arc::new(Schema::new(vec![Field::new("record_id", DataType::Utf8, false)]));
 //! let mut table = run.table("abstained", schema.clone())?;
 //! let ids: ArrayRef = Arc::new(StringArray::from(vec!["j-001"]));
