@@ -1,1 +1,55 @@
-//! placeholder
+//! tomlite's models: the sentence encoder that every classification head
+//! reads from.
+//!
+//! The encoder is `sentence-transformers/all-MiniLM-L6-v2` (BERT, 6 layers,
+//! 384 wide) run with candle on the CPU, with sentence-transformers' recipe:
+//! WordPiece tokens with `[CLS]`/`[SEP]`, truncation to 256 tokens, the BERT
+//! forward pass ([`bert`]), mean pooling over the attention mask and L2
+//! normalisation. Its three files (`config.json`, `model.safetensors`,
+//! `tokenizer.json`) are put under `models/artifacts/all-MiniLM-L6-v2/` by
+//! `scripts/fetch-model`; nothing is downloaded at run time.
+//!
+//! [`Encoder::encode`] takes a whole slice of texts, sorts them by length,
+//! runs them in batches padded only to each batch's longest text, and returns
+//! the vectors in the caller's order together with [`EncodeStats`]: real and
+//! padded token counts and which texts were truncated. Truncation is always
+//! reported, never silent. [`Encoder::sha256`] is the weights' hash, the
+//! model's identity in receipts.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::path::Path;
+//! use tomlite_models::Encoder;
+//!
+//! # fn main() -> Result<(), tomlite_models::Error> {
+//! let encoder = Encoder::load(Path::new("models/artifacts/all-MiniLM-L6-v2"))?;
+//! let out = encoder.encode(&["Keep answers short.", "Sam prefers code first."])?;
+//! assert_eq!(out.embeddings.len(), 2);
+//! assert_eq!(out.embeddings[0].len(), encoder.dim()); // 384
+//! let cosine: f32 = out.embeddings[0]
+//!     .iter()
+//!     .zip(&out.embeddings[1])
+//!     .map(|(a, b)| a * b)
+//!     .sum(); // the vectors have unit norm
+//! println!("cosine {cosine:.3}, model {}", encoder.sha256());
+//! for &i in &out.stats.truncated {
+//!     println!("text {i} had {} tokens and was truncated", out.stats.token_counts[i]);
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod bert;
+mod encoder;
+mod error;
+
+pub use encoder::{
+    CONFIG_FILE, EncodeOptions, EncodeStats, Encoded, Encoder, TOKENIZER_FILE, WEIGHTS_FILE,
+    l2_normalize, mean_pool,
+};
+pub use error::Error;
+
+/// The model directory `scripts/fetch-model` fills, relative to the
+/// repository root.
+pub const DEFAULT_MODEL_DIR: &str = "models/artifacts/all-MiniLM-L6-v2";

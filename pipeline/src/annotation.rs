@@ -6,7 +6,7 @@
 //! carries it (quarantined as `unparseable_annotation`), so the validator
 //! can still say everything else that is wrong.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::fs::File;
 use std::io::BufReader;
 use std::os::unix::fs::FileExt;
@@ -405,7 +405,7 @@ impl FileAnnotator {
         };
         let file = File::open(path).map_err(io)?;
         let mut reader = BufReader::with_capacity(1 << 16, file.try_clone().map_err(io)?);
-        let mut index: HashMap<Box<str>, Slot> = HashMap::new();
+        let mut index: HashMap<Box<str>, Slot> = HashMap::default();
         let mut problems = Vec::new();
         let mut buf = Vec::new();
         let (mut offset, mut line) = (0u64, 0u64);

@@ -39,6 +39,7 @@ mod parquet_in;
 pub mod policy;
 pub mod record;
 pub mod run;
+pub mod segment;
 pub mod tables;
 pub mod vocab;
 

@@ -5,7 +5,9 @@
 //! grows with the input is one entry per record id (the state and the ids
 //! seen in this run), a few dozen bytes each.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::{HashMap, HashMapExt};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 

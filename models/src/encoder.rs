@@ -1,0 +1,376 @@
+//! The sentence encoder: tokenizer + BERT + mean pooling + L2 normalisation.
+
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use sha2::{Digest, Sha256};
+use tokenizers::{Encoding, PostProcessor, Tokenizer, TruncationDirection};
+
+use crate::bert::{BertModel, Config};
+use crate::error::Error;
+
+/// File name of the model configuration inside a model directory.
+pub const CONFIG_FILE: &str = "config.json";
+/// File name of the weights inside a model directory.
+pub const WEIGHTS_FILE: &str = "model.safetensors";
+/// File name of the tokenizer inside a model directory.
+pub const TOKENIZER_FILE: &str = "tokenizer.json";
+
+/// How texts are cut and batched. The defaults are all-MiniLM-L6-v2's recipe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EncodeOptions {
+    /// Longest sequence fed to the model, special tokens included; longer
+    /// texts are truncated (and reported in [`EncodeStats::truncated`]).
+    /// sentence-transformers' `max_seq_length` for all-MiniLM-L6-v2 is 256.
+    pub max_tokens: usize,
+    /// Number of texts per forward pass.
+    pub batch_size: usize,
+}
+
+impl Default for EncodeOptions {
+    fn default() -> Self {
+        Self {
+            max_tokens: 256,
+            batch_size: 32,
+        }
+    }
+}
+
+/// The result of [`Encoder::encode`]: one vector per text, in the caller's
+/// order, and what it cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Encoded {
+    /// One L2-normalised vector of [`Encoder::dim`] floats per input text, in
+    /// the order of the input.
+    pub embeddings: Vec<Vec<f32>>,
+    /// Token counts, padding and truncation.
+    pub stats: EncodeStats,
+}
+
+/// Counters of one [`Encoder::encode`] call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EncodeStats {
+    /// Per input text, in input order: its token count with special tokens,
+    /// before truncation.
+    pub token_counts: Vec<usize>,
+    /// Real tokens fed to the model (after truncation, special tokens
+    /// included, padding excluded).
+    pub tokens: usize,
+    /// Padding positions added to make each batch rectangular.
+    pub padded_tokens: usize,
+    /// Indices (into the input) of the texts that were longer than
+    /// [`EncodeOptions::max_tokens`] and were cut to it, ascending.
+    pub truncated: Vec<usize>,
+    /// Number of forward passes.
+    pub batches: usize,
+}
+
+/// A sentence encoder with the all-MiniLM-L6-v2 recipe: tokenize with
+/// special tokens, truncate, BERT, mean pooling over the attention mask, L2
+/// normalisation.
+#[derive(Debug)]
+pub struct Encoder {
+    model: BertModel,
+    tokenizer: Tokenizer,
+    config: Config,
+    options: EncodeOptions,
+    sha256: String,
+    dir: PathBuf,
+    /// Special tokens the post-processor adds to a single sequence.
+    added_tokens: usize,
+}
+
+impl Encoder {
+    /// Loads `config.json`, `model.safetensors` and `tokenizer.json` from
+    /// `dir` with the default [`EncodeOptions`].
+    pub fn load(dir: &Path) -> Result<Self, Error> {
+        Self::load_with_options(dir, EncodeOptions::default())
+    }
+
+    /// Loads the model in `dir` with the given options.
+    ///
+    /// `max_tokens` is capped at the model's `max_position_embeddings`.
+    pub fn load_with_options(dir: &Path, options: EncodeOptions) -> Result<Self, Error> {
+        let config_path = dir.join(CONFIG_FILE);
+        let weights_path = dir.join(WEIGHTS_FILE);
+        let tokenizer_path = dir.join(TOKENIZER_FILE);
+        // Say every missing file up front, the first one named.
+        for path in [&config_path, &weights_path, &tokenizer_path] {
+            if !path.is_file() {
+                return Err(Error::MissingFile { path: path.clone() });
+            }
+        }
+
+        let config_bytes = read(&config_path)?;
+        let config: Config =
+            serde_json::from_slice(&config_bytes).map_err(|source| Error::ParseConfig {
+                path: config_path.clone(),
+                source,
+            })?;
+        validate_config(&config, &config_path)?;
+
+        if options.batch_size == 0 {
+            return Err(Error::InvalidOptions {
+                reason: "batch_size must be at least 1".into(),
+            });
+        }
+
+        let tokenizer_bytes = read(&tokenizer_path)?;
+        let mut tokenizer =
+            Tokenizer::from_bytes(&tokenizer_bytes).map_err(|source| Error::LoadTokenizer {
+                path: tokenizer_path.clone(),
+                source,
+            })?;
+        // tokenizer.json carries its own truncation (128) and fixed padding;
+        // this encoder truncates and pads itself so it can count both.
+        tokenizer
+            .with_truncation(None)
+            .map_err(|source| Error::LoadTokenizer {
+                path: tokenizer_path.clone(),
+                source,
+            })?;
+        tokenizer.with_padding(None);
+        let added_tokens = tokenizer
+            .get_post_processor()
+            .map_or(0, |pp| pp.added_tokens(false));
+
+        let max_tokens = options.max_tokens.min(config.max_position_embeddings);
+        if max_tokens <= added_tokens {
+            return Err(Error::InvalidOptions {
+                reason: format!(
+                    "max_tokens {} leaves no room beside the {added_tokens} special tokens",
+                    options.max_tokens
+                ),
+            });
+        }
+        let options = EncodeOptions {
+            max_tokens,
+            ..options
+        };
+
+        let weights = read(&weights_path)?;
+        let sha256 = hex::encode(Sha256::digest(&weights));
+        let load_err = |source| Error::LoadWeights {
+            path: weights_path.clone(),
+            source,
+        };
+        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
+            .map_err(load_err)?;
+        // `BertModel` checkpoints have no prefix; `BertFor*` ones use `bert.`.
+        let vb = if !vb.contains_tensor("embeddings.word_embeddings.weight")
+            && vb.contains_tensor("bert.embeddings.word_embeddings.weight")
+        {
+            vb.pp("bert")
+        } else {
+            vb
+        };
+        let model = BertModel::load(vb, &config).map_err(load_err)?;
+
+        Ok(Self {
+            model,
+            tokenizer,
+            config,
+            options,
+            sha256,
+            dir: dir.to_path_buf(),
+            added_tokens,
+        })
+    }
+
+    /// Returns the encoder with another batch size (at least 1).
+    #[must_use]
+    pub fn with_batch_size(mut self, batch_size: usize) -> Self {
+        self.options.batch_size = batch_size.max(1);
+        self
+    }
+
+    /// Sets the batch size (at least 1).
+    pub fn set_batch_size(&mut self, batch_size: usize) {
+        self.options.batch_size = batch_size.max(1);
+    }
+
+    /// Hex sha256 of `model.safetensors`: the encoder's identity in receipts
+    /// and state.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+
+    /// Width of the output vectors (384 for all-MiniLM-L6-v2).
+    pub fn dim(&self) -> usize {
+        self.config.hidden_size
+    }
+
+    /// The options in force (`max_tokens` after capping).
+    pub fn options(&self) -> EncodeOptions {
+        self.options
+    }
+
+    /// The model's configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The directory the model was loaded from.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Encodes `texts` into L2-normalised vectors, returned in input order.
+    ///
+    /// Texts are sorted by token count and run in batches of
+    /// [`EncodeOptions::batch_size`], each padded only to its own longest
+    /// text, so padding stays small. Texts over
+    /// [`EncodeOptions::max_tokens`] are truncated and listed in
+    /// [`EncodeStats::truncated`].
+    pub fn encode(&self, texts: &[&str]) -> Result<Encoded, Error> {
+        let mut stats = EncodeStats {
+            token_counts: Vec::with_capacity(texts.len()),
+            ..EncodeStats::default()
+        };
+        let mut encodings = Vec::with_capacity(texts.len());
+        for (index, text) in texts.iter().enumerate() {
+            let (encoding, full_len) = self.tokenize(text, index)?;
+            stats.token_counts.push(full_len);
+            if full_len > encoding.len() {
+                stats.truncated.push(index);
+            }
+            stats.tokens += encoding.len();
+            encodings.push(encoding);
+        }
+
+        // Longest first: the biggest batch runs (and fails, if it must) first.
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(encodings[i].len()));
+
+        let dim = self.dim();
+        let mut embeddings = vec![Vec::new(); texts.len()];
+        for chunk in order.chunks(self.options.batch_size) {
+            let batch: Vec<&Encoding> = chunk.iter().map(|&i| &encodings[i]).collect();
+            let seq_len = batch.iter().map(|e| e.len()).max().unwrap_or(0);
+            stats.padded_tokens += batch.iter().map(|e| seq_len - e.len()).sum::<usize>();
+            stats.batches += 1;
+            let vectors = self
+                .forward_batch(&batch, seq_len)
+                .map_err(|source| Error::Forward {
+                    texts: batch.len(),
+                    seq_len,
+                    source,
+                })?;
+            for (&i, vector) in chunk.iter().zip(vectors) {
+                debug_assert_eq!(vector.len(), dim);
+                embeddings[i] = vector;
+            }
+        }
+        Ok(Encoded { embeddings, stats })
+    }
+
+    /// Tokenizes one text with special tokens, truncated to `max_tokens`.
+    /// Returns the encoding and the untruncated length.
+    fn tokenize(&self, text: &str, index: usize) -> Result<(Encoding, usize), Error> {
+        let tokenize_err = |source| Error::Tokenize { index, source };
+        let mut encoding = self
+            .tokenizer
+            .encode_fast(text, false)
+            .map_err(tokenize_err)?;
+        let full_len = encoding.len() + self.added_tokens;
+        if full_len > self.options.max_tokens {
+            // Same cut as Hugging Face's `truncation=True, max_length=N` on a
+            // single sequence: keep the first N - specials word pieces.
+            encoding.truncate(
+                self.options.max_tokens - self.added_tokens,
+                0,
+                TruncationDirection::Right,
+            );
+            drop(encoding.take_overflowing());
+        }
+        let encoding = self
+            .tokenizer
+            .post_process(encoding, None, true)
+            .map_err(tokenize_err)?;
+        Ok((encoding, full_len))
+    }
+
+    /// Pads the batch to `seq_len`, runs BERT, mean-pools over the mask and
+    /// L2-normalises.
+    fn forward_batch(
+        &self,
+        batch: &[&Encoding],
+        seq_len: usize,
+    ) -> candle_core::Result<Vec<Vec<f32>>> {
+        let device = self.model.device();
+        let n = batch.len();
+        let pad = self.config.pad_token_id;
+        let mut ids = Vec::with_capacity(n * seq_len);
+        let mut type_ids = Vec::with_capacity(n * seq_len);
+        let mut mask = Vec::with_capacity(n * seq_len);
+        for encoding in batch {
+            let len = encoding.len();
+            ids.extend_from_slice(encoding.get_ids());
+            ids.extend(std::iter::repeat_n(pad, seq_len - len));
+            type_ids.extend_from_slice(encoding.get_type_ids());
+            type_ids.extend(std::iter::repeat_n(0u32, seq_len - len));
+            mask.extend(std::iter::repeat_n(1f32, len));
+            mask.extend(std::iter::repeat_n(0f32, seq_len - len));
+        }
+        let ids = Tensor::from_vec(ids, (n, seq_len), device)?;
+        let type_ids = Tensor::from_vec(type_ids, (n, seq_len), device)?;
+        let mask = Tensor::from_vec(mask, (n, seq_len), device)?;
+
+        let hidden = self.model.forward(&ids, &type_ids, Some(&mask))?;
+        let pooled = mean_pool(&hidden, &mask)?;
+        l2_normalize(&pooled)?.to_vec2::<f32>()
+    }
+}
+
+/// Mean of `hidden` `(batch, seq, dim)` over the positions where `mask`
+/// `(batch, seq)` is 1 → `(batch, dim)`, as sentence-transformers' `Pooling`
+/// with `pooling_mode_mean_tokens` does.
+pub fn mean_pool(hidden: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
+    let mask = mask.to_dtype(hidden.dtype())?.unsqueeze(2)?;
+    let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
+    let counts = mask.sum(1)?.clamp(1e-9, f64::INFINITY)?;
+    summed.broadcast_div(&counts)
+}
+
+/// Divides each row of `xs` `(batch, dim)` by its L2 norm (at least 1e-12),
+/// as `torch.nn.functional.normalize` does.
+pub fn l2_normalize(xs: &Tensor) -> candle_core::Result<Tensor> {
+    let norms = xs
+        .sqr()?
+        .sum_keepdim(1)?
+        .sqrt()?
+        .clamp(1e-12, f64::INFINITY)?;
+    xs.broadcast_div(&norms)
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, Error> {
+    std::fs::read(path).map_err(|source| Error::ReadFile {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn validate_config(config: &Config, path: &Path) -> Result<(), Error> {
+    let unsupported = |reason: String| {
+        Err(Error::UnsupportedConfig {
+            path: path.to_path_buf(),
+            reason,
+        })
+    };
+    if config.num_attention_heads == 0 || config.hidden_size % config.num_attention_heads != 0 {
+        return unsupported(format!(
+            "hidden_size {} is not a multiple of num_attention_heads {}",
+            config.hidden_size, config.num_attention_heads
+        ));
+    }
+    if config.max_position_embeddings == 0 {
+        return unsupported("max_position_embeddings is 0".into());
+    }
+    if let Some(kind) = &config.model_type
+        && kind != "bert"
+    {
+        return unsupported(format!("model_type {kind:?} is not \"bert\""));
+    }
+    Ok(())
+}

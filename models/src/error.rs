@@ -1,0 +1,100 @@
+//! The crate's error type.
+
+use std::path::PathBuf;
+
+/// Everything that can fail while loading or running the encoder.
+///
+/// One variant per failing operation, each with the path or text it concerns.
+/// `Display` describes the operation only; the cause is the `source()`, so a
+/// chain printer (anyhow's `{:#}`) says it once.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A model file is not in the model directory.
+    #[error(
+        "model file {} not found; run `scripts/fetch-model` to download the encoder",
+        path.display()
+    )]
+    MissingFile {
+        /// The path that was looked for.
+        path: PathBuf,
+    },
+
+    /// A model file exists but could not be read.
+    #[error("failed to read {}", path.display())]
+    ReadFile {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// `config.json` is not a BERT configuration this crate understands.
+    #[error("failed to parse the model configuration {}", path.display())]
+    ParseConfig {
+        /// The configuration file.
+        path: PathBuf,
+        /// The JSON error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// `config.json` parsed but describes a model this encoder cannot run.
+    #[error("unsupported model configuration in {}: {reason}", path.display())]
+    UnsupportedConfig {
+        /// The configuration file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// `tokenizer.json` could not be loaded or configured.
+    #[error("failed to load the tokenizer {}", path.display())]
+    LoadTokenizer {
+        /// The tokenizer file.
+        path: PathBuf,
+        /// The tokenizers error.
+        #[source]
+        source: tokenizers::Error,
+    },
+
+    /// The weights could not be loaded into the model (bad file, missing or
+    /// mis-shaped tensor).
+    #[error("failed to load the model weights {}", path.display())]
+    LoadWeights {
+        /// The safetensors file.
+        path: PathBuf,
+        /// The candle error.
+        #[source]
+        source: candle_core::Error,
+    },
+
+    /// The encoding options are invalid.
+    #[error("invalid encoder options: {reason}")]
+    InvalidOptions {
+        /// What is wrong with them.
+        reason: String,
+    },
+
+    /// A text could not be tokenized.
+    #[error("failed to tokenize text {index} of the batch")]
+    Tokenize {
+        /// Index of the text in the caller's slice.
+        index: usize,
+        /// The tokenizers error.
+        #[source]
+        source: tokenizers::Error,
+    },
+
+    /// The forward pass failed on a batch.
+    #[error("forward pass failed on a batch of {texts} texts padded to {seq_len} tokens")]
+    Forward {
+        /// Number of texts in the failing batch.
+        texts: usize,
+        /// Padded sequence length of the batch.
+        seq_len: usize,
+        /// The candle error.
+        #[source]
+        source: candle_core::Error,
+    },
+}
