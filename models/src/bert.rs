@@ -315,7 +315,8 @@ pub struct BertModel {
 impl BertModel {
     /// Loads the model from `vb`, whose root holds `embeddings.*` and `encoder.*`.
     pub fn load(vb: VarBuilder, cfg: &Config) -> Result<Self> {
-        if cfg.num_attention_heads == 0 || cfg.hidden_size % cfg.num_attention_heads != 0 {
+        if cfg.num_attention_heads == 0 || !cfg.hidden_size.is_multiple_of(cfg.num_attention_heads)
+        {
             candle_core::bail!(
                 "hidden_size {} is not a multiple of num_attention_heads {}",
                 cfg.hidden_size,

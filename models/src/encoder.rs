@@ -69,7 +69,6 @@ pub struct EncodeStats {
 /// A sentence encoder with the all-MiniLM-L6-v2 recipe: tokenize with
 /// special tokens, truncate, BERT, mean pooling over the attention mask, L2
 /// normalisation.
-#[derive(Debug)]
 pub struct Encoder {
     model: BertModel,
     tokenizer: Tokenizer,
@@ -79,6 +78,18 @@ pub struct Encoder {
     dir: PathBuf,
     /// Special tokens the post-processor adds to a single sequence.
     added_tokens: usize,
+}
+
+impl std::fmt::Debug for Encoder {
+    // Not derived: the tokenizer's Debug prints its whole vocabulary.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Encoder")
+            .field("dir", &self.dir)
+            .field("sha256", &self.sha256)
+            .field("options", &self.options)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Encoder {
@@ -358,7 +369,11 @@ fn validate_config(config: &Config, path: &Path) -> Result<(), Error> {
             reason,
         })
     };
-    if config.num_attention_heads == 0 || config.hidden_size % config.num_attention_heads != 0 {
+    if config.num_attention_heads == 0
+        || !config
+            .hidden_size
+            .is_multiple_of(config.num_attention_heads)
+    {
         return unsupported(format!(
             "hidden_size {} is not a multiple of num_attention_heads {}",
             config.hidden_size, config.num_attention_heads

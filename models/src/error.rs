@@ -97,4 +97,40 @@ pub enum Error {
         #[source]
         source: candle_core::Error,
     },
+
+    /// A file could not be read or written.
+    #[error("cannot {op} {}", path.display())]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A labeled data line is not valid.
+    #[error("{}, line {line}: {message}", path.display())]
+    Data {
+        /// The data file.
+        path: PathBuf,
+        /// 1-based line.
+        line: u64,
+        /// What is wrong.
+        message: String,
+    },
+
+    /// The heads' files are missing or do not fit their card.
+    #[error("heads {}: {message}", path.display())]
+    Heads {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+
+    /// A tensor operation of the heads failed.
+    #[error("tensor operation failed")]
+    Candle(#[from] candle_core::Error),
 }

@@ -41,8 +41,11 @@
 //! ```
 
 pub mod bert;
+pub mod data;
 mod encoder;
 mod error;
+pub mod heads;
+pub mod metrics;
 
 pub use encoder::{
     CONFIG_FILE, EncodeOptions, EncodeStats, Encoded, Encoder, TOKENIZER_FILE, WEIGHTS_FILE,

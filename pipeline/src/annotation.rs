@@ -136,6 +136,12 @@ pub struct AnnotatorInfo {
 /// Errors of an annotator as a whole (not of one record's annotation).
 #[derive(Debug, thiserror::Error)]
 pub enum AnnotateError {
+    /// The model failed on a batch.
+    #[error("the local classifier failed: {message}")]
+    Model {
+        /// The model's error.
+        message: String,
+    },
     /// The annotations file cannot be read.
     #[error("cannot read annotations {}", path.display())]
     Io {
@@ -169,6 +175,11 @@ pub trait Annotator {
     /// Annotations whose record never came (reported as rejects at the end).
     fn unused(&self) -> Vec<Reject> {
         Vec::new()
+    }
+
+    /// What the annotator did (tokens, truncations, ...), for the receipt.
+    fn stats(&self) -> serde_json::Value {
+        serde_json::Value::Null
     }
 }
 
@@ -573,6 +584,42 @@ impl Annotator for FileAnnotator {
     fn unused(&self) -> Vec<Reject> {
         self.unused_lines()
     }
+}
+
+/// An annotation in DESIGN.md's JSON shape (what `--annotations` reads).
+pub fn annotation_to_json(record_id: &str, a: &Annotation) -> Value {
+    let quote = |q: &Quote| serde_json::json!({"source_quote": q.text, "quote_start": q.start, "quote_end": q.end});
+    let scored = |s: &[Scored]| {
+        s.first()
+            .map(|s| serde_json::json!({"label": s.label, "confidence": s.confidence}))
+            .unwrap_or(Value::Null)
+    };
+    let mut m = serde_json::json!({
+        "record_id": record_id,
+        "annotator": a.annotator,
+        "tags": a.tags.iter().map(|t| {
+            let mut v = serde_json::json!({"tom_kind": t.tom_kind, "confidence": t.confidence});
+            if let (Value::Object(o), Value::Object(q)) = (&mut v, quote(&t.quote)) {
+                o.extend(q);
+            }
+            v
+        }).collect::<Vec<_>>(),
+        "affect": scored(&a.affect),
+        "intensity": scored(&a.intensity),
+        "edges": a.edges.iter().map(|e| {
+            let mut v = serde_json::json!({"source_node": e.source_node, "relation": e.relation,
+                "target_node": e.target_node, "target_mention": e.target_mention, "confidence": e.confidence});
+            if let (Value::Object(o), Value::Object(q)) = (&mut v, quote(&e.quote)) {
+                o.extend(q);
+            }
+            v
+        }).collect::<Vec<_>>(),
+    });
+    if let (Some((k, c)), Value::Object(o)) = (&a.best, &mut m) {
+        o.insert("best_tom_kind".into(), Value::from(k.clone()));
+        o.insert("best_confidence".into(), Value::from(*c));
+    }
+    m
 }
 
 #[cfg(test)]

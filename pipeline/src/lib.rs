@@ -31,9 +31,11 @@
 //! ```
 
 pub mod annotation;
+pub mod classifier;
 pub mod decide;
 pub mod events;
 mod journals;
+pub mod learn;
 pub mod nodes;
 mod parquet_in;
 pub mod policy;

@@ -7,7 +7,8 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use tomlite::annotation::FileAnnotator;
+use tomlite::annotation::{Annotator, FileAnnotator, annotation_to_json};
+use tomlite::classifier::Classifier;
 use tomlite::nodes::Registry;
 use tomlite::policy::Policy;
 use tomlite::record::IngestOptions;
@@ -50,6 +51,124 @@ enum Command {
     Run(RunArgs),
     /// Print the effective policy (YAML) and its sha256.
     Policy(PolicyArgs),
+    /// Annotate records with the local classifier; write DESIGN.md's annotation JSONL.
+    Annotate(AnnotateArgs),
+    /// Train and calibrate the heads from the committed labeled data.
+    Train(TrainArgs),
+    /// Measure the classifier on labeled records and/or a GoEmotions split.
+    Eval(EvalArgs),
+}
+
+#[derive(Debug, Args)]
+struct ModelArgs {
+    /// Encoder directory (config.json, model.safetensors, tokenizer.json).
+    #[arg(long, env = "TOMLITE_MODEL_DIR")]
+    model_dir: Option<PathBuf>,
+    /// Trained heads directory (heads.safetensors, card.json).
+    #[arg(long, env = "TOMLITE_HEADS_DIR")]
+    heads_dir: Option<PathBuf>,
+}
+
+impl ModelArgs {
+    fn dirs(&self) -> (PathBuf, PathBuf) {
+        (
+            self.model_dir
+                .clone()
+                .unwrap_or_else(|| repo_path(tomlite::classifier::DEFAULT_MODEL_DIR)),
+            self.heads_dir
+                .clone()
+                .unwrap_or_else(|| repo_path(tomlite::classifier::DEFAULT_HEADS_DIR)),
+        )
+    }
+
+    fn load(&self, policy: &Policy) -> Result<Classifier, Failure> {
+        let (m, h) = self.dirs();
+        Classifier::load(&m, &h, policy.classifier_policy.abstain_below).map_err(Failure::config)
+    }
+}
+
+/// `rel` under the repository this binary was built in (target/<profile>/tomlite
+/// lives two levels below it), else under the current directory.
+fn repo_path(rel: &str) -> PathBuf {
+    if let Ok(exe) = std::env::current_exe() {
+        for dir in exe.ancestors().skip(1) {
+            let p = dir.join(rel);
+            if p.exists() {
+                return p;
+            }
+        }
+    }
+    PathBuf::from(rel)
+}
+
+#[derive(Debug, Args)]
+struct AnnotateArgs {
+    /// Record input (JSONL, Parquet, or a folder of journals). Repeatable.
+    #[arg(long, required = true)]
+    input: Vec<PathBuf>,
+    /// Where to write the annotations (JSONL).
+    #[arg(long)]
+    out: PathBuf,
+    /// Policy file (for `classifier_policy.abstain_below` and the text limit).
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Persona of journal files that sit directly in an input folder.
+    #[arg(long)]
+    journal_persona: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct TrainArgs {
+    /// Labeled ToM-lite JSONL files (default: data/training/tom_lite/*.jsonl).
+    #[arg(long)]
+    data: Vec<PathBuf>,
+    /// Folder with GoEmotions train.tsv, dev.tsv and labels.txt.
+    #[arg(long, default_value = "../shared/datasets/goemotions")]
+    goemotions: PathBuf,
+    /// Encoder directory.
+    #[arg(long, env = "TOMLITE_MODEL_DIR")]
+    model_dir: Option<PathBuf>,
+    /// Where to write the heads.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Passes over the data: the tom_kind and intensity heads get twice as many, the affect MLP a quarter.
+    #[arg(long, default_value_t = 30)]
+    epochs: usize,
+    /// Seed of initialisation and batch order.
+    #[arg(long, default_value_t = 17)]
+    seed: u64,
+    /// Use only the first N examples of each source (quick checks).
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Use at most N GoEmotions train examples, evenly spaced (embedding them dominates training time).
+    #[arg(long)]
+    max_goemotions: Option<usize>,
+    /// Cache of training-text embeddings (default target/tomlite-train-cache; "none" to disable).
+    #[arg(long)]
+    cache: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct EvalArgs {
+    /// Labeled records (JSONL with a `gold` object). Repeatable.
+    #[arg(long)]
+    data: Vec<PathBuf>,
+    /// A GoEmotions TSV split (labels.txt beside it).
+    #[arg(long)]
+    goemotions: Option<PathBuf>,
+    /// Print JSON for machines.
+    #[arg(long)]
+    json: bool,
+    /// Only the records of the held-out dev split (15 % of ids by a stable hash).
+    #[arg(long)]
+    dev: bool,
+    /// Policy file (thresholds of "what the policy would promote").
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    #[command(flatten)]
+    model: ModelArgs,
 }
 
 #[derive(Debug, Args)]
@@ -82,6 +201,8 @@ struct RunArgs {
     /// Persona of journal files that sit directly in an input folder.
     #[arg(long)]
     journal_persona: Option<String>,
+    #[command(flatten)]
+    model: ModelArgs,
 }
 
 /// An error with the exit status it maps to.
@@ -104,6 +225,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => cmd_run(args),
         Command::Policy(args) => cmd_policy(args),
+        Command::Annotate(args) => cmd_annotate(args),
+        Command::Train(args) => cmd_train(args),
+        Command::Eval(args) => cmd_eval(args),
     };
     match result {
         Ok(()) => ExitStatus::Success.into(),
@@ -159,14 +283,14 @@ fn cmd_run(args: RunArgs) -> Result<(), Failure> {
         Some(p) => Some((p.clone(), Registry::load(p).map_err(Failure::config)?)),
         None => None,
     };
-    let Some(annotations) = &args.annotations else {
-        return Err(Failure::config(anyhow::anyhow!(
-            "no annotator: pass --annotations FILE (annotations made elsewhere, checked by the same validator)"
-        )));
+    let mut annotator: Box<dyn Annotator> = match &args.annotations {
+        Some(annotations) => Box::new(
+            FileAnnotator::open(annotations)
+                .with_context(|| format!("cannot use --annotations {}", annotations.display()))
+                .map_err(Failure::config)?,
+        ),
+        None => Box::new(args.model.load(&policy)?),
     };
-    let mut annotator = FileAnnotator::open(annotations)
-        .with_context(|| format!("cannot use --annotations {}", annotations.display()))
-        .map_err(Failure::config)?;
     let cfg = RunConfig {
         inputs: args.input.clone(),
         staging,
@@ -180,7 +304,7 @@ fn cmd_run(args: RunArgs) -> Result<(), Failure> {
         full: args.full,
         command: std::env::args().collect::<Vec<_>>().join(" "),
     };
-    match tomlite::run::run(&cfg, &mut annotator) {
+    match tomlite::run::run(&cfg, annotator.as_mut()) {
         Ok(summary) => {
             print_summary(&summary);
             Ok(())
@@ -243,4 +367,229 @@ fn print_summary(s: &RunSummary) {
         );
     }
     println!("  run dir     {}", s.run_dir.display());
+}
+
+fn cmd_annotate(args: AnnotateArgs) -> Result<(), Failure> {
+    use std::io::Write as _;
+    let (policy, _) = load_policy(args.policy.as_deref())?;
+    let mut clf = args.model.load(&policy)?;
+    let opts = IngestOptions {
+        max_text_bytes: policy.run.max_text_bytes,
+        journal_persona: args.journal_persona.clone(),
+    };
+    let failed = |e: anyhow::Error| Failure {
+        status: ExitStatus::Failed,
+        error: e,
+    };
+    let tmp = args.out.with_extension("jsonl.tmp");
+    let file = std::fs::File::create(&tmp)
+        .with_context(|| format!("cannot create {}", tmp.display()))
+        .map_err(failed)?;
+    let mut out = std::io::BufWriter::new(file);
+    let (mut n, mut rejected) = (0u64, 0u64);
+    let started = std::time::Instant::now();
+    for input in &args.input {
+        let items = tomlite::record::open(input, &opts).map_err(|e| failed(e.into()))?;
+        let mut batch: Vec<tomlite::record::Record> = Vec::new();
+        let mut flush = |batch: &mut Vec<tomlite::record::Record>,
+                         out: &mut std::io::BufWriter<std::fs::File>|
+         -> anyhow::Result<()> {
+            let refs: Vec<&tomlite::record::Record> = batch.iter().collect();
+            let texts: Vec<&str> = refs.iter().map(|r| r.text.as_str()).collect();
+            let scores = clf.score(&texts)?;
+            for (r, s) in refs.iter().zip(&scores) {
+                let a = clf.annotation(&r.id, &r.text, s);
+                serde_json::to_writer(&mut *out, &annotation_to_json(&r.id, &a))?;
+                out.write_all(b"\n")?;
+            }
+            batch.clear();
+            Ok(())
+        };
+        for item in items {
+            match item.map_err(|e| failed(e.into()))? {
+                tomlite::record::Item::Record(r) => {
+                    n += 1;
+                    batch.push(*r);
+                    if batch.len() == 64 {
+                        flush(&mut batch, &mut out).map_err(failed)?;
+                    }
+                }
+                tomlite::record::Item::Reject(r) => {
+                    rejected += 1;
+                    eprintln!(
+                        "tomlite: skipped {}:{} ({}): {}: {}",
+                        r.source,
+                        r.line,
+                        r.record_id.as_deref().unwrap_or("?"),
+                        r.field.as_deref().unwrap_or("line"),
+                        r.error
+                    );
+                }
+            }
+        }
+        flush(&mut batch, &mut out).map_err(failed)?;
+    }
+    out.flush()
+        .with_context(|| format!("cannot write {}", tmp.display()))
+        .map_err(failed)?;
+    drop(out);
+    std::fs::rename(&tmp, &args.out)
+        .with_context(|| format!("cannot write {}", args.out.display()))
+        .map_err(failed)?;
+    let secs = started.elapsed().as_secs_f64();
+    let st = &clf.stats;
+    eprintln!(
+        "tomlite annotate: {n} records ({rejected} rejected) in {secs:.1}s: {:.1} records/s, {:.0} tokens/s; {} texts encoded ({} reused), {} tokens + {} padding, {} truncated to the encoder limit",
+        n as f64 / secs.max(1e-9),
+        st.tokens as f64 / secs.max(1e-9),
+        st.texts_encoded,
+        st.texts_deduplicated,
+        st.tokens,
+        st.padded_tokens,
+        st.truncated_texts
+    );
+    Ok(())
+}
+
+fn cmd_train(args: TrainArgs) -> Result<(), Failure> {
+    let data = if args.data.is_empty() {
+        let dir = repo_path("data/training/tom_lite");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .with_context(|| format!("cannot list {}", dir.display()))
+            .map_err(Failure::config)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+            .collect();
+        files.sort();
+        files
+    } else {
+        args.data.clone()
+    };
+    let cfg = tomlite::learn::TrainConfig {
+        model_dir: args
+            .model_dir
+            .clone()
+            .unwrap_or_else(|| repo_path(tomlite::classifier::DEFAULT_MODEL_DIR)),
+        heads_dir: args
+            .out
+            .clone()
+            .unwrap_or_else(|| repo_path(tomlite::classifier::DEFAULT_HEADS_DIR)),
+        tom_files: data,
+        goemotions_train: args.goemotions.join("train.tsv"),
+        goemotions_dev: args.goemotions.join("dev.tsv"),
+        options: tomlite_models::heads::TrainOptions {
+            epochs: args.epochs,
+            seed: args.seed,
+            ..Default::default()
+        },
+        limit: args.limit,
+        max_goemotions: args.max_goemotions,
+        cache: match &args.cache {
+            Some(p) if p.as_os_str() == "none" => None,
+            Some(p) => Some(p.clone()),
+            None => Some(repo_path("target").join("tomlite-train-cache")),
+        },
+    };
+    let started = std::time::Instant::now();
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut progress = |line: &str| {
+        if tty && line.starts_with("embedding") {
+            eprint!("\r{line}\x1b[K");
+        } else {
+            if tty {
+                eprint!("\r\x1b[K");
+            }
+            eprintln!("{line}");
+        }
+    };
+    let card = tomlite::learn::train(&cfg, &mut progress).map_err(|e| Failure {
+        status: ExitStatus::Failed,
+        error: e.into(),
+    })?;
+    println!(
+        "trained heads written to {} in {:.0}s (encoder {})",
+        cfg.heads_dir.display(),
+        started.elapsed().as_secs_f64(),
+        &card.encoder_sha256[..12]
+    );
+    Ok(())
+}
+
+fn cmd_eval(args: EvalArgs) -> Result<(), Failure> {
+    let (policy, _) = load_policy(args.policy.as_deref())?;
+    if args.data.is_empty() && args.goemotions.is_none() {
+        return Err(Failure::config(anyhow::anyhow!(
+            "nothing to evaluate: pass --data FILE and/or --goemotions TSV"
+        )));
+    }
+    let mut clf = args.model.load(&policy)?;
+    let failed = |e: tomlite::learn::LearnError| Failure {
+        status: ExitStatus::Failed,
+        error: e.into(),
+    };
+    let mut sets = Vec::new();
+    if !args.data.is_empty() {
+        sets.push(
+            tomlite::learn::eval_records(&mut clf, &args.data, &policy, args.dev)
+                .map_err(failed)?,
+        );
+    }
+    if let Some(g) = &args.goemotions {
+        sets.push(tomlite::learn::eval_goemotions(&mut clf, g).map_err(failed)?);
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&sets).unwrap_or_default()
+        );
+        return Ok(());
+    }
+    for s in &sets {
+        println!(
+            "== {} ({} records{})",
+            s["data"].as_str().unwrap_or(""),
+            s["records"]
+                .as_u64()
+                .map_or("GoEmotions".to_string(), |n| n.to_string()),
+            if s["split"] == "dev" {
+                ", dev split"
+            } else {
+                ""
+            }
+        );
+        for head in ["tom_kind", "affect", "intensity"] {
+            let h = &s[head];
+            if h.is_null() {
+                continue;
+            }
+            println!(
+                "{head:10} macro-F1 {:.3}  ECE before {:.3} after {:.3}",
+                h["macro_f1"].as_f64().unwrap_or(0.0),
+                h["ece_before"].as_f64().unwrap_or(0.0),
+                h["ece_after"].as_f64().unwrap_or(0.0)
+            );
+            for l in h["per_label"].as_array().into_iter().flatten() {
+                println!(
+                    "    {:18} P {:.3}  R {:.3}  F1 {:.3}  n {}",
+                    l["label"].as_str().unwrap_or(""),
+                    l["precision"].as_f64().unwrap_or(0.0),
+                    l["recall"].as_f64().unwrap_or(0.0),
+                    l["f1"].as_f64().unwrap_or(0.0),
+                    l["support"]
+                );
+            }
+        }
+        let p = &s["policy"];
+        if !p.is_null() {
+            println!(
+                "policy     promoted tags {}  precision {}  coverage {}  on no-signal records {}  quote overlaps gold {}",
+                p["promoted_tags"],
+                p["promoted_tag_precision"],
+                p["coverage"],
+                p["promoted_on_no_signal_records"],
+                p["quote_overlaps_gold"]
+            );
+        }
+    }
+    Ok(())
 }

@@ -107,6 +107,10 @@ pub struct ClassifierPolicy {
     pub local_llm_or_classifier_may_suggest: bool,
     /// Must be true: durable writes need a curator.
     pub durable_memory_write_requires_curator_or_project_agent: bool,
+    /// The local classifier tags nothing (abstains) when its best tom_kind's
+    /// calibrated probability is under this (default 0.5: it tags a kind only
+    /// when the record more likely than not carries it).
+    pub abstain_below: f64,
 }
 
 /// `run`: settings of the job, not of the seed.
@@ -183,6 +187,7 @@ impl Default for ClassifierPolicy {
             weak_classification_action: "abstain".into(),
             local_llm_or_classifier_may_suggest: true,
             durable_memory_write_requires_curator_or_project_agent: true,
+            abstain_below: 0.5,
         }
     }
 }
@@ -345,6 +350,10 @@ impl Policy {
             (
                 "tom_lite_promotion_policy.promote_edges_when.edge_confidence_min",
                 p.promote_edges_when.edge_confidence_min,
+            ),
+            (
+                "classifier_policy.abstain_below",
+                self.classifier_policy.abstain_below,
             ),
         ] {
             if !(0.0..=1.0).contains(&v) {

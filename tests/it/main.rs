@@ -1,6 +1,7 @@
 //! End-to-end tests of the `tomlite` binary: real command line, real files
 //! in temp dirs, outputs read back and checked by content.
 
+mod classifier;
 mod common;
 mod decisions;
 mod ingest;

@@ -1,0 +1,143 @@
+//! Labeled data: the project's ToM-lite JSONL (records with a `gold`
+//! object, LABELING.md) and GoEmotions TSV mapped to the six affects.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::Error;
+
+/// A labeled record.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LabeledRecord {
+    /// The record id.
+    pub id: String,
+    /// The record text.
+    pub text: String,
+    /// The gold labels.
+    pub gold: Gold,
+}
+
+/// Gold labels of one record (LABELING.md).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Gold {
+    /// 0 to 2 kinds, primary first.
+    #[serde(default)]
+    pub tom_kinds: Vec<String>,
+    /// One affect.
+    pub affect: String,
+    /// One intensity.
+    pub intensity: String,
+    /// One verbatim quote per kind.
+    #[serde(default)]
+    pub source_quotes: Vec<String>,
+}
+
+/// Reads a labeled JSONL file; a bad line is an error naming it.
+pub fn read_labeled(path: &Path) -> Result<Vec<LabeledRecord>, Error> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        op: "read",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| Error::Data {
+                path: path.to_path_buf(),
+                line: i as u64 + 1,
+                message: e.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// GoEmotions label → affect (LABELING.md); `None` for the unmapped ones.
+pub fn goemotions_affect(label: &str) -> Option<&'static str> {
+    Some(match label {
+        "anger" | "annoyance" | "disapproval" | "disgust" => "angry",
+        "sadness" | "grief" | "disappointment" | "remorse" => "sad",
+        "fear" | "nervousness" => "anxious",
+        "confusion" => "confused",
+        "joy" | "amusement" | "love" | "gratitude" | "excitement" | "optimism" | "pride"
+        | "relief" | "admiration" | "approval" | "caring" => "happy",
+        "neutral" => "neutral",
+        _ => return None,
+    })
+}
+
+/// A GoEmotions example with exactly one mapped affect.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AffectExample {
+    /// The comment.
+    pub text: String,
+    /// Its affect.
+    pub affect: &'static str,
+}
+
+/// Reads a GoEmotions TSV split with `labels.txt` beside it, keeping the
+/// examples whose labels map to exactly one affect.
+pub fn read_goemotions(tsv: &Path) -> Result<Vec<AffectExample>, Error> {
+    let labels_path: PathBuf = tsv.with_file_name("labels.txt");
+    let names = std::fs::read_to_string(&labels_path).map_err(|source| Error::Io {
+        op: "read",
+        path: labels_path.clone(),
+        source,
+    })?;
+    let names: Vec<&str> = names
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let text = std::fs::read_to_string(tsv).map_err(|source| Error::Io {
+        op: "read",
+        path: tsv.to_path_buf(),
+        source,
+    })?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let bad = |m: String| Error::Data {
+            path: tsv.to_path_buf(),
+            line: i as u64 + 1,
+            message: m,
+        };
+        let mut cols = line.split('\t');
+        let (Some(t), Some(ids)) = (cols.next(), cols.next()) else {
+            return Err(bad("expected text<TAB>labels<TAB>id".into()));
+        };
+        let mut affects: Vec<&'static str> = Vec::new();
+        for id in ids.split(',') {
+            let idx: usize = id
+                .trim()
+                .parse()
+                .map_err(|_| bad(format!("label `{id}` is not an index")))?;
+            let name = names
+                .get(idx)
+                .ok_or_else(|| bad(format!("label index {idx} is not in labels.txt")))?;
+            if let Some(a) = goemotions_affect(name)
+                && !affects.contains(&a)
+            {
+                affects.push(a);
+            }
+        }
+        if let [a] = affects[..] {
+            out.push(AffectExample {
+                text: t.to_string(),
+                affect: a,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Whether a record goes to the dev split: a stable hash of its id, 15 %.
+pub fn is_dev(id: &str) -> bool {
+    // FNV-1a: stable across platforms and releases.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in id.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h % 100 < 15
+}

@@ -1,0 +1,391 @@
+//! Classification heads on top of the sentence embedding: tom_kind
+//! (multi-label, one sigmoid per kind), affect and intensity (softmax),
+//! each a small MLP or a linear layer, with a calibration temperature.
+//!
+//! Heads are trained here with candle (AdamW, seeded initialisation and
+//! batch order, so training is reproducible) and saved as one safetensors
+//! file plus a JSON card.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use candle_core::{DType, Device, Tensor, Var};
+use candle_nn::{AdamW, Optimizer, ParamsAdamW};
+use serde::{Deserialize, Serialize};
+
+use crate::Error;
+
+/// How a head is shaped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeadSpec {
+    /// `tom_kind`, `affect` or `intensity`.
+    pub name: String,
+    /// Output labels, in logit order.
+    pub labels: Vec<String>,
+    /// Independent sigmoids (true) or one softmax (false).
+    pub multi_label: bool,
+    /// Width of the hidden layer; `0` for a linear head.
+    pub hidden: usize,
+}
+
+/// A trained head.
+#[derive(Debug, Clone)]
+pub struct Head {
+    /// Its shape.
+    pub spec: HeadSpec,
+    w1: Tensor,
+    b1: Tensor,
+    w2: Option<(Tensor, Tensor)>,
+    /// Calibration temperature (logits are divided by it).
+    pub temperature: f64,
+}
+
+/// Training settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrainOptions {
+    /// Passes over the training set.
+    pub epochs: usize,
+    /// Examples per step.
+    pub batch_size: usize,
+    /// AdamW learning rate.
+    pub learning_rate: f64,
+    /// AdamW weight decay.
+    pub weight_decay: f64,
+    /// Seed of the initialisation and the batch order.
+    pub seed: u64,
+}
+
+impl Default for TrainOptions {
+    fn default() -> Self {
+        Self {
+            epochs: 30,
+            batch_size: 128,
+            learning_rate: 2e-3,
+            weight_decay: 1e-4,
+            seed: 17,
+        }
+    }
+}
+
+/// Targets of a training set.
+#[derive(Debug, Clone)]
+pub enum Targets {
+    /// One label index per example, with a loss weight per example.
+    Single {
+        /// Label index per example.
+        labels: Vec<u32>,
+        /// Loss weight per example.
+        weights: Vec<f32>,
+    },
+    /// A 0/1 vector per example.
+    Multi(Vec<Vec<f32>>),
+}
+
+/// A small deterministic generator (SplitMix64): initialisation and shuffling.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// Seeds the generator.
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    /// Next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [-a, a).
+    pub fn uniform(&mut self, a: f32) -> f32 {
+        let u = (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
+        (2.0 * u - 1.0) * a
+    }
+
+    /// Fisher-Yates shuffle.
+    pub fn shuffle<T>(&mut self, xs: &mut [T]) {
+        for i in (1..xs.len()).rev() {
+            let j = (self.next_u64() % (i as u64 + 1)) as usize;
+            xs.swap(i, j);
+        }
+    }
+}
+
+fn init(rng: &mut Rng, rows: usize, cols: usize) -> Result<Var, Error> {
+    let a = (6.0 / (rows + cols) as f32).sqrt();
+    let data: Vec<f32> = (0..rows * cols).map(|_| rng.uniform(a)).collect();
+    Ok(Var::from_tensor(&Tensor::from_vec(
+        data,
+        (rows, cols),
+        &Device::Cpu,
+    )?)?)
+}
+
+fn zeros(n: usize) -> Result<Var, Error> {
+    Ok(Var::from_tensor(&Tensor::zeros(
+        n,
+        DType::F32,
+        &Device::Cpu,
+    )?)?)
+}
+
+impl Head {
+    /// Raw logits for a batch of embeddings `[n, dim]`.
+    pub fn logits(&self, x: &Tensor) -> Result<Tensor, Error> {
+        let h = x.matmul(&self.w1.t()?)?.broadcast_add(&self.b1)?;
+        Ok(match &self.w2 {
+            Some((w2, b2)) => h.relu()?.matmul(&w2.t()?)?.broadcast_add(b2)?,
+            None => h,
+        })
+    }
+
+    /// Calibrated probabilities for a batch: per row, one per label.
+    pub fn probabilities(&self, x: &Tensor) -> Result<Vec<Vec<f32>>, Error> {
+        let z = (self.logits(x)? / self.temperature)?;
+        let p = if self.spec.multi_label {
+            candle_nn::ops::sigmoid(&z)?
+        } else {
+            candle_nn::ops::softmax_last_dim(&z)?
+        };
+        Ok(p.to_vec2::<f32>()?)
+    }
+
+    /// Trains a head from embeddings `x` (`[n, dim]`) and targets.
+    pub fn train(
+        spec: HeadSpec,
+        x: &Tensor,
+        targets: &Targets,
+        opts: &TrainOptions,
+        mut on_epoch: impl FnMut(usize, f64),
+    ) -> Result<Self, Error> {
+        let (n, dim) = x.dims2()?;
+        let out = spec.labels.len();
+        let mut rng = Rng::new(opts.seed);
+        let first = if spec.hidden > 0 { spec.hidden } else { out };
+        let w1 = init(&mut rng, first, dim)?;
+        let b1 = zeros(first)?;
+        let second = if spec.hidden > 0 {
+            Some((init(&mut rng, out, spec.hidden)?, zeros(out)?))
+        } else {
+            None
+        };
+        let mut vars = vec![w1.clone(), b1.clone()];
+        if let Some((w, b)) = &second {
+            vars.extend([w.clone(), b.clone()]);
+        }
+        let mut opt = AdamW::new(
+            vars,
+            ParamsAdamW {
+                lr: opts.learning_rate,
+                weight_decay: opts.weight_decay,
+                ..Default::default()
+            },
+        )?;
+        let head = |w1: &Var, b1: &Var, second: &Option<(Var, Var)>| Head {
+            spec: spec.clone(),
+            w1: w1.as_tensor().clone(),
+            b1: b1.as_tensor().clone(),
+            w2: second
+                .as_ref()
+                .map(|(w, b)| (w.as_tensor().clone(), b.as_tensor().clone())),
+            temperature: 1.0,
+        };
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        for epoch in 0..opts.epochs {
+            rng.shuffle(&mut order);
+            let mut total = 0.0;
+            let mut steps = 0;
+            for chunk in order.chunks(opts.batch_size) {
+                let idx = Tensor::new(chunk, &Device::Cpu)?;
+                let xb = x.index_select(&idx, 0)?;
+                let logits = head(&w1, &b1, &second).logits(&xb)?;
+                let loss = match targets {
+                    Targets::Single { labels, weights } => {
+                        let y: Vec<u32> = chunk.iter().map(|&i| labels[i as usize]).collect();
+                        let w: Vec<f32> = chunk.iter().map(|&i| weights[i as usize]).collect();
+                        let y = Tensor::new(y.as_slice(), &Device::Cpu)?;
+                        let w = Tensor::new(w.as_slice(), &Device::Cpu)?;
+                        let lp = candle_nn::ops::log_softmax(&logits, 1)?;
+                        let picked = lp.gather(&y.unsqueeze(1)?, 1)?.squeeze(1)?;
+                        ((picked * &w)?.sum_all()?.neg()?
+                            / w.sum_all()?.to_scalar::<f32>()? as f64)?
+                    }
+                    Targets::Multi(ys) => {
+                        let flat: Vec<f32> = chunk
+                            .iter()
+                            .flat_map(|&i| ys[i as usize].iter().copied())
+                            .collect();
+                        let y = Tensor::from_vec(flat, (chunk.len(), out), &Device::Cpu)?;
+                        candle_nn::loss::binary_cross_entropy_with_logit(&logits, &y)?
+                    }
+                };
+                opt.backward_step(&loss)?;
+                total += loss.to_scalar::<f32>()? as f64;
+                steps += 1;
+            }
+            on_epoch(epoch + 1, total / steps.max(1) as f64);
+        }
+        Ok(head(&w1, &b1, &second))
+    }
+
+    fn tensors(&self, out: &mut HashMap<String, Tensor>) {
+        let p = &self.spec.name;
+        out.insert(format!("{p}.w1"), self.w1.clone());
+        out.insert(format!("{p}.b1"), self.b1.clone());
+        if let Some((w, b)) = &self.w2 {
+            out.insert(format!("{p}.w2"), w.clone());
+            out.insert(format!("{p}.b2"), b.clone());
+        }
+    }
+
+    fn from_tensors(
+        spec: HeadSpec,
+        temperature: f64,
+        ts: &HashMap<String, Tensor>,
+        file: &Path,
+    ) -> Result<Self, Error> {
+        let get = |k: &str| {
+            ts.get(&format!("{}.{k}", spec.name))
+                .cloned()
+                .ok_or_else(|| Error::Heads {
+                    path: file.to_path_buf(),
+                    message: format!("tensor {}.{k} is missing", spec.name),
+                })
+        };
+        let w2 = if spec.hidden > 0 {
+            Some((get("w2")?, get("b2")?))
+        } else {
+            None
+        };
+        Ok(Self {
+            w1: get("w1")?,
+            b1: get("b1")?,
+            w2,
+            temperature,
+            spec,
+        })
+    }
+}
+
+/// What the card says about one head.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HeadCard {
+    /// Its shape.
+    pub spec: HeadSpec,
+    /// Calibration temperature.
+    pub temperature: f64,
+    /// Dev metrics (free-form, written by the trainer).
+    pub metrics: serde_json::Value,
+}
+
+/// The JSON card that ships with the heads.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Card {
+    /// sha256 of the encoder weights the heads were trained on.
+    pub encoder_sha256: String,
+    /// The heads, in order: tom_kind, affect, intensity.
+    pub heads: Vec<HeadCard>,
+    /// sha256 of each training and dev file, by path.
+    pub training_data: serde_json::Value,
+    /// Training settings.
+    pub training: serde_json::Value,
+    /// Everything else the trainer wants on record.
+    #[serde(default)]
+    pub notes: serde_json::Value,
+}
+
+/// The three heads and their card.
+#[derive(Debug, Clone)]
+pub struct Heads {
+    /// tom_kind (multi-label).
+    pub tom_kind: Head,
+    /// affect.
+    pub affect: Head,
+    /// intensity.
+    pub intensity: Head,
+    /// The card.
+    pub card: Card,
+}
+
+/// File names under the heads directory.
+pub const HEADS_FILE: &str = "heads.safetensors";
+/// The card's file name.
+pub const CARD_FILE: &str = "card.json";
+
+impl Heads {
+    /// Loads `heads.safetensors` and `card.json` from `dir`.
+    pub fn load(dir: &Path) -> Result<Self, Error> {
+        let card_path = dir.join(CARD_FILE);
+        let text = std::fs::read_to_string(&card_path).map_err(|source| Error::Io {
+            op: "read",
+            path: card_path.clone(),
+            source,
+        })?;
+        let card: Card = serde_json::from_str(&text).map_err(|e| Error::Heads {
+            path: card_path.clone(),
+            message: e.to_string(),
+        })?;
+        let file = dir.join(HEADS_FILE);
+        let ts = candle_core::safetensors::load(&file, &Device::Cpu).map_err(|e| Error::Heads {
+            path: file.clone(),
+            message: e.to_string(),
+        })?;
+        let head = |i: usize, name: &str| -> Result<Head, Error> {
+            let c = card
+                .heads
+                .get(i)
+                .filter(|c| c.spec.name == name)
+                .ok_or_else(|| Error::Heads {
+                    path: card_path.clone(),
+                    message: format!("head {i} must be {name}"),
+                })?;
+            Head::from_tensors(c.spec.clone(), c.temperature, &ts, &file)
+        };
+        Ok(Self {
+            tom_kind: head(0, "tom_kind")?,
+            affect: head(1, "affect")?,
+            intensity: head(2, "intensity")?,
+            card,
+        })
+    }
+
+    /// Writes the heads and the card (with the current temperatures) to `dir`.
+    pub fn save(&mut self, dir: &Path) -> Result<(), Error> {
+        std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+            op: "create",
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let mut ts = HashMap::new();
+        for (i, h) in [&self.tom_kind, &self.affect, &self.intensity]
+            .into_iter()
+            .enumerate()
+        {
+            h.tensors(&mut ts);
+            if let Some(c) = self.card.heads.get_mut(i) {
+                c.temperature = h.temperature;
+                c.spec = h.spec.clone();
+            }
+        }
+        let file = dir.join(HEADS_FILE);
+        candle_core::safetensors::save(&ts, &file).map_err(|e| Error::Heads {
+            path: file.clone(),
+            message: e.to_string(),
+        })?;
+        let card_path = dir.join(CARD_FILE);
+        let mut json = serde_json::to_string_pretty(&self.card).map_err(|e| Error::Heads {
+            path: card_path.clone(),
+            message: e.to_string(),
+        })?;
+        json.push('\n');
+        std::fs::write(&card_path, json).map_err(|source| Error::Io {
+            op: "write",
+            path: card_path,
+            source,
+        })
+    }
+}

@@ -1,0 +1,215 @@
+//! Evaluation metrics and calibration: macro-F1, per-label precision and
+//! recall, expected calibration error, and temperature scaling.
+
+use serde::Serialize;
+
+/// Precision, recall and F1 of one label.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LabelScore {
+    /// The label.
+    pub label: String,
+    /// Precision (0 when nothing was predicted).
+    pub precision: f64,
+    /// Recall (0 when the label never occurs).
+    pub recall: f64,
+    /// F1.
+    pub f1: f64,
+    /// Gold occurrences.
+    pub support: usize,
+}
+
+/// Per-label scores and their macro average, for single-label predictions.
+pub fn classification_report(
+    labels: &[&str],
+    gold: &[usize],
+    pred: &[usize],
+) -> (Vec<LabelScore>, f64) {
+    assert_eq!(gold.len(), pred.len());
+    let n = labels.len();
+    let (mut tp, mut fp, mut fn_) = (vec![0usize; n], vec![0usize; n], vec![0usize; n]);
+    for (&g, &p) in gold.iter().zip(pred) {
+        if g == p {
+            tp[g] += 1;
+        } else {
+            fp[p] += 1;
+            fn_[g] += 1;
+        }
+    }
+    scores(labels, &tp, &fp, &fn_)
+}
+
+/// Per-label scores and macro-F1 for multi-label predictions (sets of label indices).
+pub fn multilabel_report(
+    labels: &[&str],
+    gold: &[Vec<usize>],
+    pred: &[Vec<usize>],
+) -> (Vec<LabelScore>, f64) {
+    let n = labels.len();
+    let (mut tp, mut fp, mut fn_) = (vec![0usize; n], vec![0usize; n], vec![0usize; n]);
+    for (g, p) in gold.iter().zip(pred) {
+        for &l in p {
+            if g.contains(&l) {
+                tp[l] += 1;
+            } else {
+                fp[l] += 1;
+            }
+        }
+        for &l in g {
+            if !p.contains(&l) {
+                fn_[l] += 1;
+            }
+        }
+    }
+    scores(labels, &tp, &fp, &fn_)
+}
+
+fn scores(labels: &[&str], tp: &[usize], fp: &[usize], fn_: &[usize]) -> (Vec<LabelScore>, f64) {
+    let per: Vec<LabelScore> = labels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let p = ratio(tp[i], tp[i] + fp[i]);
+            let r = ratio(tp[i], tp[i] + fn_[i]);
+            LabelScore {
+                label: (*l).to_string(),
+                precision: p,
+                recall: r,
+                f1: if p + r > 0.0 {
+                    2.0 * p * r / (p + r)
+                } else {
+                    0.0
+                },
+                support: tp[i] + fn_[i],
+            }
+        })
+        .collect();
+    let macro_f1 = per.iter().map(|s| s.f1).sum::<f64>() / per.len().max(1) as f64;
+    (per, macro_f1)
+}
+
+fn ratio(a: usize, b: usize) -> f64 {
+    if b == 0 { 0.0 } else { a as f64 / b as f64 }
+}
+
+/// Expected calibration error over `bins` equal-width confidence bins:
+/// the support-weighted mean gap between confidence and accuracy.
+pub fn ece(confidence: &[f64], correct: &[bool], bins: usize) -> f64 {
+    assert_eq!(confidence.len(), correct.len());
+    if confidence.is_empty() {
+        return 0.0;
+    }
+    let mut sum_c = vec![0.0; bins];
+    let mut sum_a = vec![0.0; bins];
+    let mut count = vec![0usize; bins];
+    for (&c, &ok) in confidence.iter().zip(correct) {
+        let b = ((c * bins as f64) as usize).min(bins - 1);
+        sum_c[b] += c;
+        sum_a[b] += if ok { 1.0 } else { 0.0 };
+        count[b] += 1;
+    }
+    let n = confidence.len() as f64;
+    (0..bins)
+        .filter(|&b| count[b] > 0)
+        .map(|b| (sum_c[b] - sum_a[b]).abs() / n)
+        .sum()
+}
+
+/// Softmax of `logits / t`.
+pub fn softmax_t(logits: &[f32], t: f64) -> Vec<f64> {
+    let m = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let e: Vec<f64> = logits.iter().map(|&z| ((z as f64 - m) / t).exp()).collect();
+    let s: f64 = e.iter().sum();
+    e.into_iter().map(|x| x / s).collect()
+}
+
+/// Sigmoid of `z / t`.
+pub fn sigmoid_t(z: f32, t: f64) -> f64 {
+    1.0 / (1.0 + (-(z as f64) / t).exp())
+}
+
+/// The temperature that minimises the negative log-likelihood of `gold`
+/// under `softmax(logits / t)` (golden-section search on log t in [0.05, 20]).
+pub fn fit_temperature_softmax(logits: &[Vec<f32>], gold: &[usize]) -> f64 {
+    let nll = |t: f64| -> f64 {
+        logits
+            .iter()
+            .zip(gold)
+            .map(|(z, &g)| -softmax_t(z, t)[g].max(1e-12).ln())
+            .sum()
+    };
+    golden(nll)
+}
+
+/// The temperature that minimises the binary log-loss of sigmoid(z / t)
+/// over every (item, label) pair: one temperature for a multi-label head.
+pub fn fit_temperature_sigmoid(logits: &[Vec<f32>], gold: &[Vec<bool>]) -> f64 {
+    let nll = |t: f64| -> f64 {
+        let mut s = 0.0;
+        for (z, g) in logits.iter().zip(gold) {
+            for (&zi, &gi) in z.iter().zip(g) {
+                let p = sigmoid_t(zi, t).clamp(1e-12, 1.0 - 1e-12);
+                s -= if gi { p.ln() } else { (1.0 - p).ln() };
+            }
+        }
+        s
+    };
+    golden(nll)
+}
+
+fn golden(f: impl Fn(f64) -> f64) -> f64 {
+    let (mut a, mut b) = (0.05f64.ln(), 20f64.ln());
+    let g = (5f64.sqrt() - 1.0) / 2.0;
+    let mut c = b - g * (b - a);
+    let mut d = a + g * (b - a);
+    let (mut fc, mut fd) = (f(c.exp()), f(d.exp()));
+    for _ in 0..60 {
+        if fc < fd {
+            b = d;
+            d = c;
+            fd = fc;
+            c = b - g * (b - a);
+            fc = f(c.exp());
+        } else {
+            a = c;
+            c = d;
+            fc = fd;
+            d = a + g * (b - a);
+            fd = f(d.exp());
+        }
+    }
+    ((a + b) / 2.0).exp()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn macro_f1_of_a_known_confusion() {
+        let (per, m) = classification_report(&["a", "b"], &[0, 0, 1, 1], &[0, 1, 1, 1]);
+        assert!((per[0].precision - 1.0).abs() < 1e-9 && (per[0].recall - 0.5).abs() < 1e-9);
+        assert!((per[1].precision - 2.0 / 3.0).abs() < 1e-9 && (per[1].recall - 1.0).abs() < 1e-9);
+        assert!((m - (2.0 / 3.0 + 0.8) / 2.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn ece_is_zero_when_confidence_matches_accuracy_and_large_when_not() {
+        let conf = vec![0.75; 4];
+        assert!(ece(&conf, &[true, true, true, false], 10) < 1e-9);
+        assert!((ece(&[0.95; 4], &[false; 4], 10) - 0.95).abs() < 1e-9);
+    }
+
+    #[test]
+    fn temperature_scaling_softens_overconfident_logits() {
+        // Logits that are right only 60 % of the time but claim ~99 %.
+        let logits: Vec<Vec<f32>> = (0..100).map(|_| vec![5.0, 0.0]).collect();
+        let gold: Vec<usize> = (0..100).map(|i| usize::from(i % 5 >= 3)).collect();
+        let t = fit_temperature_softmax(&logits, &gold);
+        let p = softmax_t(&logits[0], t)[0];
+        assert!((p - 0.6).abs() < 0.01, "t={t} p={p}");
+        let conf_before: Vec<f64> = logits.iter().map(|z| softmax_t(z, 1.0)[0]).collect();
+        let conf_after: Vec<f64> = logits.iter().map(|z| softmax_t(z, t)[0]).collect();
+        let correct: Vec<bool> = gold.iter().map(|&g| g == 0).collect();
+        assert!(ece(&conf_after, &correct, 10) < ece(&conf_before, &correct, 10));
+    }
+}

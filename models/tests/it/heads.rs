@@ -1,0 +1,214 @@
+//! Heads: training on separable data, calibration, save/load round trip;
+//! the data readers on the real GoEmotions splits.
+
+use std::path::PathBuf;
+
+use candle_core::{Device, Tensor};
+use tomlite_models::data::{goemotions_affect, is_dev, read_goemotions};
+use tomlite_models::heads::{Card, Head, HeadCard, HeadSpec, Heads, Rng, Targets, TrainOptions};
+use tomlite_models::metrics::{ece, fit_temperature_softmax, softmax_t};
+
+/// Two Gaussian blobs per class in 8 dimensions.
+fn blobs(n: usize, classes: usize, seed: u64) -> (Tensor, Vec<u32>) {
+    let mut rng = Rng::new(seed);
+    let mut x = Vec::new();
+    let mut y = Vec::new();
+    for i in 0..n {
+        let c = i % classes;
+        for d in 0..8 {
+            let centre = if d % classes == c { 2.0 } else { 0.0 };
+            x.push(centre + rng.uniform(0.8));
+        }
+        y.push(c as u32);
+    }
+    (Tensor::from_vec(x, (n, 8), &Device::Cpu).unwrap(), y)
+}
+
+fn spec(name: &str, n: usize, multi: bool, hidden: usize) -> HeadSpec {
+    HeadSpec {
+        name: name.into(),
+        labels: (0..n).map(|i| format!("l{i}")).collect(),
+        multi_label: multi,
+        hidden,
+    }
+}
+
+fn accuracy(head: &Head, x: &Tensor, y: &[u32]) -> f64 {
+    let p = head.probabilities(x).unwrap();
+    let ok = p
+        .iter()
+        .zip(y)
+        .filter(|(row, g)| {
+            row.iter()
+                .enumerate()
+                .max_by(|a, b| a.1.total_cmp(b.1))
+                .unwrap()
+                .0
+                == **g as usize
+        })
+        .count();
+    ok as f64 / y.len() as f64
+}
+
+#[test]
+fn heads_learn_separable_data_reproducibly_and_round_trip() {
+    let (x, y) = blobs(600, 3, 1);
+    let opts = TrainOptions {
+        epochs: 20,
+        batch_size: 64,
+        ..Default::default()
+    };
+    let single = Targets::Single {
+        labels: y.clone(),
+        weights: vec![1.0; y.len()],
+    };
+    let mut losses = Vec::new();
+    let mlp = Head::train(spec("affect", 3, false, 16), &x, &single, &opts, |_, l| {
+        losses.push(l)
+    })
+    .unwrap();
+    assert!(losses.last().unwrap() < &losses[0], "{losses:?}");
+    let (xt, yt) = blobs(300, 3, 2);
+    assert!(accuracy(&mlp, &xt, &yt) > 0.9);
+    // Same seed, same data: the same head.
+    let again = Head::train(spec("affect", 3, false, 16), &x, &single, &opts, |_, _| {}).unwrap();
+    assert_eq!(
+        mlp.probabilities(&xt).unwrap(),
+        again.probabilities(&xt).unwrap()
+    );
+
+    let multi: Vec<Vec<f32>> = y
+        .iter()
+        .map(|&c| (0..3).map(|i| f32::from(i == c as usize)).collect())
+        .collect();
+    let tom = Head::train(
+        spec("tom_kind", 3, true, 0),
+        &x,
+        &Targets::Multi(multi),
+        &opts,
+        |_, _| {},
+    )
+    .unwrap();
+    let lin = Head::train(
+        spec("intensity", 3, false, 0),
+        &x,
+        &single,
+        &opts,
+        |_, _| {},
+    )
+    .unwrap();
+    assert!(accuracy(&tom, &xt, &yt) > 0.9);
+
+    let card = Card {
+        encoder_sha256: "e".into(),
+        heads: [&tom, &mlp, &lin]
+            .iter()
+            .map(|h| HeadCard {
+                spec: h.spec.clone(),
+                temperature: 1.0,
+                metrics: serde_json::Value::Null,
+            })
+            .collect(),
+        training_data: serde_json::Value::Null,
+        training: serde_json::Value::Null,
+        notes: serde_json::Value::Null,
+    };
+    let mut heads = Heads {
+        tom_kind: tom,
+        affect: mlp,
+        intensity: lin,
+        card,
+    };
+    heads.affect.temperature = 1.7;
+    let dir = tempfile::tempdir().unwrap();
+    heads.save(dir.path()).unwrap();
+    let back = Heads::load(dir.path()).unwrap();
+    assert_eq!(back.affect.temperature, 1.7);
+    assert_eq!(
+        back.affect.probabilities(&xt).unwrap(),
+        heads.affect.probabilities(&xt).unwrap()
+    );
+    assert_eq!(
+        back.tom_kind.probabilities(&xt).unwrap(),
+        heads.tom_kind.probabilities(&xt).unwrap()
+    );
+}
+
+#[test]
+fn temperature_scaling_lowers_calibration_error_of_an_overfit_head() {
+    // Noisy labels: 30 % flipped, so an unregularised head is overconfident.
+    let (x, mut y) = blobs(400, 2, 3);
+    let mut rng = Rng::new(9);
+    for l in &mut y {
+        if rng.next_u64() % 10 < 3 {
+            *l = 1 - *l;
+        }
+    }
+    let opts = TrainOptions {
+        epochs: 200,
+        weight_decay: 0.0,
+        learning_rate: 1e-2,
+        ..Default::default()
+    };
+    let single = Targets::Single {
+        labels: y.clone(),
+        weights: vec![1.0; y.len()],
+    };
+    let head = Head::train(spec("affect", 2, false, 64), &x, &single, &opts, |_, _| {}).unwrap();
+    let (xd, mut yd) = blobs(400, 2, 4);
+    for l in &mut yd {
+        if rng.next_u64() % 10 < 3 {
+            *l = 1 - *l;
+        }
+    }
+    let logits = head.logits(&xd).unwrap().to_vec2::<f32>().unwrap();
+    let gold: Vec<usize> = yd.iter().map(|&l| l as usize).collect();
+    let t = fit_temperature_softmax(&logits, &gold);
+    let conf_at = |t: f64| -> (Vec<f64>, Vec<bool>) {
+        logits
+            .iter()
+            .zip(&gold)
+            .map(|(z, &g)| {
+                let p = softmax_t(z, t);
+                let pred = usize::from(p[1] > p[0]);
+                (p[pred], pred == g)
+            })
+            .unzip()
+    };
+    let (c1, ok1) = conf_at(1.0);
+    let (ct, okt) = conf_at(t);
+    assert!(ece(&ct, &okt, 10) <= ece(&c1, &ok1, 10), "t={t}");
+}
+
+fn goemotions(split: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("../../shared/datasets/goemotions/{split}.tsv"))
+}
+
+#[test]
+fn goemotions_train_maps_to_the_documented_single_affect_counts() {
+    let train = read_goemotions(&goemotions("train")).unwrap();
+    // LABELING.md: 37,578 single-affect examples.
+    assert_eq!(train.len(), 37_578);
+    let count = |a: &str| train.iter().filter(|e| e.affect == a).count();
+    assert_eq!(
+        [
+            count("neutral"),
+            count("happy"),
+            count("angry"),
+            count("sad"),
+            count("confused"),
+            count("anxious")
+        ],
+        [13_065, 15_496, 5_128, 2_246, 1_073, 570]
+    );
+    assert_eq!(goemotions_affect("curiosity"), None);
+    assert_eq!(goemotions_affect("relief"), Some("happy"));
+}
+
+#[test]
+fn the_dev_split_is_about_fifteen_percent_and_stable() {
+    let n = (0..10_000).filter(|i| is_dev(&format!("r-{i}"))).count();
+    assert!((1_300..1_700).contains(&n), "{n}");
+    assert_eq!(is_dev("ta-0001"), is_dev("ta-0001"));
+}

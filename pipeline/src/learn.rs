@@ -1,0 +1,814 @@
+//! `tomlite train` and `tomlite eval`: fit the heads on the labeled data,
+//! calibrate them on held-out data, and measure them.
+//!
+//! Data: the project's ToM-lite set (`data/training/tom_lite/*.jsonl`,
+//! 15 % of ids held out as dev by a stable hash) and GoEmotions (train for
+//! the affect head, dev for its calibration and evaluation), mapped to the
+//! six affects as LABELING.md says.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use candle_core::{Device, Tensor};
+use serde::Serialize;
+use serde_json::json;
+use tomlite_models::Encoder;
+use tomlite_models::data::{AffectExample, LabeledRecord, is_dev, read_goemotions, read_labeled};
+use tomlite_models::heads::{Card, Head, HeadCard, HeadSpec, Heads, Targets, TrainOptions};
+use tomlite_models::metrics::{
+    LabelScore, classification_report, ece, fit_temperature_sigmoid, fit_temperature_softmax,
+    multilabel_report,
+};
+
+use crate::classifier::Classifier;
+use crate::decide::{Decision, Nodes, decide};
+use crate::policy::Policy;
+use crate::record::{Origin, Record, RecordKind};
+use crate::vocab::{AFFECTS, INTENSITIES, TOM_KINDS};
+
+/// Errors of training and evaluation.
+#[derive(Debug, thiserror::Error)]
+pub enum LearnError {
+    /// The encoder, the heads or the data failed.
+    #[error(transparent)]
+    Models(Box<tomlite_models::Error>),
+    /// A tensor operation failed.
+    #[error("tensor operation failed")]
+    Candle(#[from] candle_core::Error),
+    /// The classifier could not be loaded.
+    #[error(transparent)]
+    Classifier(Box<crate::classifier::ClassifierError>),
+    /// A label in the data is outside the vocabulary.
+    #[error("{path}: record {id}: {field} `{label}` is not in the vocabulary")]
+    Label {
+        /// The data file.
+        path: String,
+        /// The record.
+        id: String,
+        /// The field.
+        field: &'static str,
+        /// The label.
+        label: String,
+    },
+    /// A data file cannot be hashed.
+    #[error("cannot read {}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl From<tomlite_models::Error> for LearnError {
+    fn from(e: tomlite_models::Error) -> Self {
+        Self::Models(Box::new(e))
+    }
+}
+
+impl From<crate::classifier::ClassifierError> for LearnError {
+    fn from(e: crate::classifier::ClassifierError) -> Self {
+        Self::Classifier(Box::new(e))
+    }
+}
+
+/// What `tomlite train` needs.
+#[derive(Debug, Clone)]
+pub struct TrainConfig {
+    /// The encoder's directory.
+    pub model_dir: PathBuf,
+    /// Where to write the heads.
+    pub heads_dir: PathBuf,
+    /// Labeled ToM-lite JSONL files.
+    pub tom_files: Vec<PathBuf>,
+    /// GoEmotions train split (TSV).
+    pub goemotions_train: PathBuf,
+    /// GoEmotions dev split (TSV).
+    pub goemotions_dev: PathBuf,
+    /// Optimiser settings.
+    pub options: TrainOptions,
+    /// Use only the first N examples of each source (for quick checks).
+    pub limit: Option<usize>,
+    /// Use at most N GoEmotions train examples (evenly spaced through the file).
+    pub max_goemotions: Option<usize>,
+    /// Where embeddings of training texts are cached between runs.
+    pub cache: Option<PathBuf>,
+}
+
+fn index_of(labels: &[&str], l: &str) -> Option<usize> {
+    labels.iter().position(|x| *x == l)
+}
+
+fn refs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// Embeds texts with a progress line on stderr. With a cache directory,
+/// the embeddings of the same texts under the same encoder are read back
+/// instead of recomputed (`<cache>/<sha256>.safetensors`).
+fn embed(
+    encoder: &Encoder,
+    texts: &[&str],
+    what: &str,
+    cache: Option<&Path>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Tensor, LearnError> {
+    let key = {
+        use sha2::{Digest as _, Sha256};
+        let mut h = Sha256::new();
+        h.update(encoder.sha256().as_bytes());
+        for t in texts {
+            h.update((t.len() as u64).to_le_bytes());
+            h.update(t.as_bytes());
+        }
+        hex::encode(h.finalize())
+    };
+    let file = cache.map(|c| c.join(format!("{key}.safetensors")));
+    if let Some(f) = &file
+        && let Ok(mut m) = candle_core::safetensors::load(f, &Device::Cpu)
+        && let Some(t) = m.remove("embeddings")
+        && t.dims2().ok() == Some((texts.len(), encoder.dim()))
+    {
+        progress(&format!(
+            "embedding {what}: {} texts read from the cache {}",
+            texts.len(),
+            f.display()
+        ));
+        return Ok(t);
+    }
+    let mut rows: Vec<f32> = Vec::with_capacity(texts.len() * encoder.dim());
+    let chunk = 512;
+    let started = std::time::Instant::now();
+    for (i, part) in texts.chunks(chunk).enumerate() {
+        let e = encoder.encode(part)?;
+        for v in e.embeddings {
+            rows.extend(v);
+        }
+        let done = (i * chunk + part.len()).min(texts.len());
+        let rate = done as f64 / started.elapsed().as_secs_f64().max(1e-9);
+        progress(&format!(
+            "embedding {what}: {done}/{} texts ({rate:.0}/s, ETA {:.0}s)",
+            texts.len(),
+            (texts.len() - done) as f64 / rate.max(1e-9)
+        ));
+    }
+    let t = Tensor::from_vec(rows, (texts.len(), encoder.dim()), &Device::Cpu)?;
+    if let (Some(f), Some(c)) = (&file, cache) {
+        // The cache is an optimisation: failing to write it is not an error.
+        if std::fs::create_dir_all(c).is_ok() {
+            let mut m = std::collections::HashMap::new();
+            m.insert("embeddings".to_string(), t.clone());
+            let _ = candle_core::safetensors::save(&m, f);
+        }
+    }
+    Ok(t)
+}
+
+struct TomSet {
+    texts: Vec<String>,
+    kinds: Vec<Vec<usize>>,
+    affect: Vec<usize>,
+    intensity: Vec<usize>,
+}
+
+fn tom_set(records: &[LabeledRecord], path: &str, with_quotes: bool) -> Result<TomSet, LearnError> {
+    let mut s = TomSet {
+        texts: Vec::new(),
+        kinds: Vec::new(),
+        affect: Vec::new(),
+        intensity: Vec::new(),
+    };
+    for r in records {
+        let label = |field: &'static str, labels: &[&str], l: &str| {
+            index_of(labels, l).ok_or_else(|| LearnError::Label {
+                path: path.to_string(),
+                id: r.id.clone(),
+                field,
+                label: l.to_string(),
+            })
+        };
+        let kinds = r
+            .gold
+            .tom_kinds
+            .iter()
+            .map(|k| label("tom_kind", &TOM_KINDS, k))
+            .collect::<Result<Vec<_>, _>>()?;
+        let a = label("affect", &AFFECTS, &r.gold.affect)?;
+        let i = label("intensity", &INTENSITIES, &r.gold.intensity)?;
+        s.texts.push(r.text.clone());
+        s.kinds.push(kinds.clone());
+        s.affect.push(a);
+        s.intensity.push(i);
+        if with_quotes {
+            // Each gold quote is also an example of its own kind: it teaches
+            // the head to score single sentences, which is how quotes are chosen.
+            for (q, &k) in r.gold.source_quotes.iter().zip(&kinds) {
+                if q.trim() != r.text.trim() {
+                    s.texts.push(q.clone());
+                    s.kinds.push(vec![k]);
+                    s.affect.push(a);
+                    s.intensity.push(i);
+                }
+            }
+        }
+    }
+    Ok(s)
+}
+
+fn multi_hot(kinds: &[Vec<usize>], n: usize) -> Vec<Vec<f32>> {
+    kinds
+        .iter()
+        .map(|ks| {
+            (0..n)
+                .map(|i| if ks.contains(&i) { 1.0 } else { 0.0 })
+                .collect()
+        })
+        .collect()
+}
+
+/// Loss weight per example: inverse square root of its class frequency,
+/// normalised to mean 1, so rare affects are not drowned by the common ones.
+fn class_weights(labels: &[usize], n: usize) -> Vec<f32> {
+    let mut count = vec![0usize; n];
+    for &l in labels {
+        count[l] += 1;
+    }
+    let w: Vec<f32> = count
+        .iter()
+        .map(|&c| if c == 0 { 0.0 } else { 1.0 / (c as f32).sqrt() })
+        .collect();
+    let mean = labels.iter().map(|&l| w[l]).sum::<f32>() / labels.len().max(1) as f32;
+    labels.iter().map(|&l| w[l] / mean).collect()
+}
+
+fn logits_rows(head: &Head, x: &Tensor) -> Result<Vec<Vec<f32>>, LearnError> {
+    Ok(head.logits(x)?.to_vec2::<f32>()?)
+}
+
+fn read_all(files: &[PathBuf]) -> Result<Vec<(String, LabeledRecord)>, LearnError> {
+    let mut out = Vec::new();
+    for f in files {
+        for r in read_labeled(f)? {
+            out.push((f.display().to_string(), r));
+        }
+    }
+    Ok(out)
+}
+
+/// Trains, calibrates and saves the heads; returns the card.
+pub fn train(cfg: &TrainConfig, progress: &mut dyn FnMut(&str)) -> Result<Card, LearnError> {
+    let encoder = Encoder::load(&cfg.model_dir)?;
+    let take = |n: usize| cfg.limit.map_or(n, |l| l.min(n));
+    let all = read_all(&cfg.tom_files)?;
+    let (dev, train): (Vec<_>, Vec<_>) = all.into_iter().partition(|(_, r)| is_dev(&r.id));
+    let path =
+        |v: &[(String, LabeledRecord)]| v.first().map(|(p, _)| p.clone()).unwrap_or_default();
+    let train_recs: Vec<LabeledRecord> = train
+        .iter()
+        .map(|(_, r)| r.clone())
+        .take(take(train.len()))
+        .collect();
+    let dev_recs: Vec<LabeledRecord> = dev
+        .iter()
+        .map(|(_, r)| r.clone())
+        .take(take(dev.len()))
+        .collect();
+    let tr = tom_set(&train_recs, &path(&train), true)?;
+    let dv = tom_set(&dev_recs, &path(&dev), false)?;
+    let ge_train = read_goemotions(&cfg.goemotions_train)?;
+    let ge_dev = read_goemotions(&cfg.goemotions_dev)?;
+    let ge_train: Vec<AffectExample> = match cfg.max_goemotions {
+        Some(m) if m < ge_train.len() => {
+            let step = ge_train.len() as f64 / m as f64;
+            (0..m)
+                .map(|i| ge_train[(i as f64 * step) as usize].clone())
+                .collect()
+        }
+        _ => ge_train,
+    };
+    let ge_train: Vec<AffectExample> = ge_train.into_iter().take(take(usize::MAX)).collect();
+    let ge_dev: Vec<AffectExample> = ge_dev.into_iter().take(take(usize::MAX)).collect();
+    progress(&format!(
+        "data: {} ToM-lite train examples ({} records + quotes), {} dev records; GoEmotions {} train, {} dev",
+        tr.texts.len(),
+        train_recs.len(),
+        dev_recs.len(),
+        ge_train.len(),
+        ge_dev.len()
+    ));
+
+    let cache = cfg.cache.as_deref();
+    let x_tr = embed(
+        &encoder,
+        &refs(&tr.texts),
+        "ToM-lite train",
+        cache,
+        progress,
+    )?;
+    let x_dv = embed(&encoder, &refs(&dv.texts), "ToM-lite dev", cache, progress)?;
+    let ge_tr_texts: Vec<&str> = ge_train.iter().map(|e| e.text.as_str()).collect();
+    let ge_dv_texts: Vec<&str> = ge_dev.iter().map(|e| e.text.as_str()).collect();
+    let x_ge_tr = embed(&encoder, &ge_tr_texts, "GoEmotions train", cache, progress)?;
+    let x_ge_dv = embed(&encoder, &ge_dv_texts, "GoEmotions dev", cache, progress)?;
+    // The small linear heads (few hundred examples per label, unit-norm
+    // inputs) need a larger step and more passes than the affect MLP.
+    let small = TrainOptions {
+        epochs: cfg.options.epochs * 2,
+        learning_rate: cfg.options.learning_rate * 10.0,
+        ..cfg.options.clone()
+    };
+
+    // tom_kind: multi-label, on ToM-lite texts and gold quotes.
+    let tom_spec = HeadSpec {
+        name: "tom_kind".into(),
+        labels: TOM_KINDS.iter().map(|s| s.to_string()).collect(),
+        multi_label: true,
+        hidden: 0,
+    };
+    let mut epochs_log = Vec::new();
+    let mut tom = Head::train(
+        tom_spec,
+        &x_tr,
+        &Targets::Multi(multi_hot(&tr.kinds, TOM_KINDS.len())),
+        &small,
+        |e, l| epochs_log.push(("tom_kind", e, l)),
+    )?;
+    // affect: GoEmotions train plus the ToM-lite train records, class-weighted.
+    let x_aff = Tensor::cat(&[&x_ge_tr, &x_tr], 0)?;
+    let mut aff_labels: Vec<usize> = ge_train
+        .iter()
+        .map(|e| index_of(&AFFECTS, e.affect).unwrap_or(5))
+        .collect();
+    aff_labels.extend(&tr.affect);
+    let aff_spec = HeadSpec {
+        name: "affect".into(),
+        labels: AFFECTS.iter().map(|s| s.to_string()).collect(),
+        multi_label: false,
+        hidden: 512,
+    };
+    let mut affect = Head::train(
+        aff_spec,
+        &x_aff,
+        &Targets::Single {
+            labels: aff_labels.iter().map(|&l| l as u32).collect(),
+            weights: class_weights(&aff_labels, AFFECTS.len()),
+        },
+        // The MLP overfits GoEmotions past a few passes (train loss 0.28 and
+        // a calibration temperature of 2.0 after 30): a quarter of the passes.
+        &TrainOptions {
+            batch_size: 256,
+            epochs: cfg.options.epochs.div_ceil(4),
+            ..cfg.options.clone()
+        },
+        |e, l| epochs_log.push(("affect", e, l)),
+    )?;
+    // intensity: ToM-lite only.
+    let int_spec = HeadSpec {
+        name: "intensity".into(),
+        labels: INTENSITIES.iter().map(|s| s.to_string()).collect(),
+        multi_label: false,
+        hidden: 0,
+    };
+    let mut intensity = Head::train(
+        int_spec,
+        &x_tr,
+        &Targets::Single {
+            labels: tr.intensity.iter().map(|&l| l as u32).collect(),
+            weights: class_weights(&tr.intensity, INTENSITIES.len()),
+        },
+        &small,
+        |e, l| epochs_log.push(("intensity", e, l)),
+    )?;
+    for (name, e, l) in &epochs_log {
+        progress(&format!("{name}: epoch {e:>3} loss {l:.4}"));
+    }
+
+    // Calibration on held-out data.
+    let tom_dv = logits_rows(&tom, &x_dv)?;
+    let tom_gold: Vec<Vec<bool>> = dv
+        .kinds
+        .iter()
+        .map(|ks| (0..TOM_KINDS.len()).map(|i| ks.contains(&i)).collect())
+        .collect();
+    tom.temperature = fit_temperature_sigmoid(&tom_dv, &tom_gold);
+    let x_aff_dv = Tensor::cat(&[&x_ge_dv, &x_dv], 0)?;
+    let mut aff_dv_gold: Vec<usize> = ge_dev
+        .iter()
+        .map(|e| index_of(&AFFECTS, e.affect).unwrap_or(5))
+        .collect();
+    aff_dv_gold.extend(&dv.affect);
+    affect.temperature = fit_temperature_softmax(&logits_rows(&affect, &x_aff_dv)?, &aff_dv_gold);
+    intensity.temperature =
+        fit_temperature_softmax(&logits_rows(&intensity, &x_dv)?, &dv.intensity);
+    progress(&format!(
+        "temperatures: tom_kind {:.3}, affect {:.3}, intensity {:.3}",
+        tom.temperature, affect.temperature, intensity.temperature
+    ));
+
+    // Dev metrics for the card.
+    let ge_metrics = single_metrics(
+        &affect,
+        &x_ge_dv,
+        &ge_dev
+            .iter()
+            .map(|e| index_of(&AFFECTS, e.affect).unwrap_or(5))
+            .collect::<Vec<_>>(),
+        &AFFECTS,
+    )?;
+    let tom_metrics = tom_head_metrics(&tom, &x_dv, &dv.kinds)?;
+    let int_metrics = single_metrics(&intensity, &x_dv, &dv.intensity, &INTENSITIES)?;
+    let own_aff_metrics = single_metrics(&affect, &x_dv, &dv.affect, &AFFECTS)?;
+    progress(&format!(
+        "dev: tom_kind macro-F1 {:.3} | affect macro-F1 {:.3} (GoEmotions dev), {:.3} (ToM-lite dev) | intensity macro-F1 {:.3}",
+        tom_metrics["macro_f1"].as_f64().unwrap_or(0.0),
+        ge_metrics["macro_f1"].as_f64().unwrap_or(0.0),
+        own_aff_metrics["macro_f1"].as_f64().unwrap_or(0.0),
+        int_metrics["macro_f1"].as_f64().unwrap_or(0.0),
+    ));
+
+    let mut data_hashes = BTreeMap::new();
+    for f in cfg
+        .tom_files
+        .iter()
+        .chain([&cfg.goemotions_train, &cfg.goemotions_dev])
+    {
+        let sha = crate::sha256_file(f).map_err(|source| LearnError::Io {
+            path: f.clone(),
+            source,
+        })?;
+        let name = f
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let key = if f.starts_with(cfg.goemotions_train.parent().unwrap_or(Path::new("")))
+            && name.ends_with(".tsv")
+        {
+            format!("goemotions/{name}")
+        } else {
+            format!("tom_lite/{name}")
+        };
+        data_hashes.insert(key, sha);
+    }
+    let card = Card {
+        encoder_sha256: encoder.sha256().to_string(),
+        heads: vec![
+            HeadCard {
+                spec: tom.spec.clone(),
+                temperature: tom.temperature,
+                metrics: tom_metrics,
+            },
+            HeadCard {
+                spec: affect.spec.clone(),
+                temperature: affect.temperature,
+                metrics: json!({"goemotions_dev": ge_metrics, "tom_lite_dev": own_aff_metrics}),
+            },
+            HeadCard {
+                spec: intensity.spec.clone(),
+                temperature: intensity.temperature,
+                metrics: int_metrics,
+            },
+        ],
+        training_data: json!({
+            "files": data_hashes,
+            "dev_split": "FNV-1a(id) % 100 < 15",
+            "tom_lite_train_records": train_recs.len(),
+            "tom_lite_train_examples": tr.texts.len(),
+            "tom_lite_dev_records": dev_recs.len(),
+            "goemotions_train": ge_train.len(),
+            "goemotions_train_cap": cfg.max_goemotions,
+            "goemotions_dev": ge_dev.len(),
+            "curated_examples": 0,
+        }),
+        training: json!({
+            "options": cfg.options,
+            "limit": cfg.limit,
+            "final_loss": epochs_log.iter().rev().map(|(n, e, l)| json!({"head": n, "epoch": e, "loss": l})).take(3).collect::<Vec<_>>(),
+        }),
+        notes: json!({"command": "tomlite train"}),
+    };
+    let mut heads = Heads {
+        tom_kind: tom,
+        affect,
+        intensity,
+        card,
+    };
+    heads.save(&cfg.heads_dir)?;
+    Ok(heads.card)
+}
+
+fn single_metrics(
+    head: &Head,
+    x: &Tensor,
+    gold: &[usize],
+    labels: &[&str],
+) -> Result<serde_json::Value, LearnError> {
+    let logits = logits_rows(head, x)?;
+    let probs_at = |t: f64| -> Vec<Vec<f64>> {
+        logits
+            .iter()
+            .map(|z| tomlite_models::metrics::softmax_t(z, t))
+            .collect()
+    };
+    let (p1, pt) = (probs_at(1.0), probs_at(head.temperature));
+    let argmax = |p: &Vec<f64>| {
+        p.iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map_or(0, |(i, _)| i)
+    };
+    let pred: Vec<usize> = pt.iter().map(argmax).collect();
+    let (per, macro_f1) = classification_report(labels, gold, &pred);
+    let correct: Vec<bool> = pred.iter().zip(gold).map(|(p, g)| p == g).collect();
+    let conf = |ps: &[Vec<f64>]| {
+        ps.iter()
+            .map(|p| p.iter().copied().fold(0.0, f64::max))
+            .collect::<Vec<_>>()
+    };
+    Ok(json!({
+        "n": gold.len(),
+        "macro_f1": macro_f1,
+        "accuracy": correct.iter().filter(|&&c| c).count() as f64 / correct.len().max(1) as f64,
+        "ece_before": ece(&conf(&p1), &correct, 15),
+        "ece_after": ece(&conf(&pt), &correct, 15),
+        "per_label": per,
+    }))
+}
+
+fn tom_head_metrics(
+    head: &Head,
+    x: &Tensor,
+    gold: &[Vec<usize>],
+) -> Result<serde_json::Value, LearnError> {
+    let logits = logits_rows(head, x)?;
+    let at = |t: f64| -> Vec<Vec<f64>> {
+        logits
+            .iter()
+            .map(|z| {
+                z.iter()
+                    .map(|&v| tomlite_models::metrics::sigmoid_t(v, t))
+                    .collect()
+            })
+            .collect()
+    };
+    let (p1, pt) = (at(1.0), at(head.temperature));
+    let pred: Vec<Vec<usize>> = pt
+        .iter()
+        .map(|p| (0..p.len()).filter(|&i| p[i] >= 0.5).collect())
+        .collect();
+    let (per, macro_f1) = multilabel_report(&TOM_KINDS, gold, &pred);
+    // Calibration over every (record, kind) decision.
+    let flat = |ps: &[Vec<f64>]| -> (Vec<f64>, Vec<bool>) {
+        let mut c = Vec::new();
+        let mut ok = Vec::new();
+        for (p, g) in ps.iter().zip(gold) {
+            for (i, &pi) in p.iter().enumerate() {
+                let says = pi >= 0.5;
+                c.push(if says { pi } else { 1.0 - pi });
+                ok.push(says == g.contains(&i));
+            }
+        }
+        (c, ok)
+    };
+    let (c1, ok1) = flat(&p1);
+    let (ct, okt) = flat(&pt);
+    Ok(json!({
+        "n": gold.len(),
+        "macro_f1": macro_f1,
+        "ece_before": ece(&c1, &ok1, 15),
+        "ece_after": ece(&ct, &okt, 15),
+        "per_label": per,
+    }))
+}
+
+/// `tomlite eval` results.
+#[derive(Debug, Clone, Serialize)]
+pub struct EvalReport {
+    /// Per data set.
+    pub sets: Vec<serde_json::Value>,
+}
+
+struct NoNodes;
+impl Nodes for NoNodes {
+    fn exists(&self, _: &str) -> crate::decide::Exists {
+        crate::decide::Exists::No
+    }
+}
+
+/// Scores of one head against gold labels: `conf` calibrated, `raw` the
+/// same predictions' confidence before calibration (temperature 1).
+fn head_report(
+    labels: &[String],
+    gold: &[usize],
+    pred: &[usize],
+    conf: &[f64],
+    raw: &[f64],
+) -> serde_json::Value {
+    let l: Vec<&str> = labels.iter().map(String::as_str).collect();
+    let (per, macro_f1): (Vec<LabelScore>, f64) = classification_report(&l, gold, pred);
+    let correct: Vec<bool> = pred.iter().zip(gold).map(|(p, g)| p == g).collect();
+    json!({"n": gold.len(), "macro_f1": macro_f1, "accuracy": correct.iter().filter(|&&c| c).count() as f64 / correct.len().max(1) as f64,
+           "ece_before": ece(raw, &correct, 15), "ece_after": ece(conf, &correct, 15), "per_label": per})
+}
+
+fn raw_conf(logits: &[f32]) -> f64 {
+    tomlite_models::metrics::softmax_t(logits, 1.0)
+        .into_iter()
+        .fold(0.0, f64::max)
+}
+
+/// Evaluates the classifier, as the job would run it, on labeled records.
+pub fn eval_records(
+    clf: &mut Classifier,
+    paths: &[PathBuf],
+    policy: &Policy,
+    dev_only: bool,
+) -> Result<serde_json::Value, LearnError> {
+    let mut records: Vec<LabeledRecord> = Vec::new();
+    for p in paths {
+        records.extend(
+            read_labeled(p)?
+                .into_iter()
+                .filter(|r| !dev_only || is_dev(&r.id)),
+        );
+    }
+    let path = paths.first().map(PathBuf::as_path).unwrap_or(Path::new(""));
+    let tom_labels: Vec<String> = clf.tom_labels().to_vec();
+    let aff_labels: Vec<String> = clf.affect_labels().to_vec();
+    let int_labels: Vec<String> = clf.intensity_labels().to_vec();
+    let (mut gold_k, mut pred_k) = (Vec::new(), Vec::new());
+    let (mut ga, mut pa, mut ca, mut ra) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut gi, mut pi, mut ci, mut ri) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut promoted, mut promoted_right, mut covered, mut with_kinds) =
+        (0usize, 0usize, 0usize, 0usize);
+    let (mut kc_before, mut kok_before, mut kc_after, mut kok_after) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut promoted_no_signal, mut quote_hits, mut quote_total, mut abstained) =
+        (0usize, 0usize, 0usize, 0usize);
+    for chunk in records.chunks(64) {
+        let texts: Vec<&str> = chunk.iter().map(|r| r.text.as_str()).collect();
+        let scores = clf.score(&texts)?;
+        for (r, s) in chunk.iter().zip(&scores) {
+            let ann = clf.annotation(&r.id, &r.text, s);
+            let gk: Vec<usize> = r
+                .gold
+                .tom_kinds
+                .iter()
+                .filter_map(|k| tom_labels.iter().position(|l| l == k))
+                .collect();
+            let pk: Vec<usize> = ann
+                .tags
+                .iter()
+                .filter_map(|t| {
+                    t.tom_kind
+                        .as_ref()
+                        .and_then(|k| tom_labels.iter().position(|l| l == k))
+                })
+                .collect();
+            if pk.is_empty() {
+                abstained += 1;
+            }
+            let argmax = |p: &[f32]| {
+                p.iter()
+                    .enumerate()
+                    .max_by(|a, b| a.1.total_cmp(b.1))
+                    .map_or((0, 0.0), |(i, &v)| (i, f64::from(v)))
+            };
+            if let Some(g) = aff_labels.iter().position(|l| *l == r.gold.affect) {
+                let (p, c) = argmax(&s.affect);
+                ga.push(g);
+                pa.push(p);
+                ca.push(c);
+                ra.push(raw_conf(&s.logits[1]));
+            }
+            if let Some(g) = int_labels.iter().position(|l| *l == r.gold.intensity) {
+                let (p, c) = argmax(&s.intensity);
+                gi.push(g);
+                pi.push(p);
+                ci.push(c);
+                ri.push(raw_conf(&s.logits[2]));
+            }
+            // What the policy would promote.
+            let rec = Record {
+                id: r.id.clone(),
+                persona_id: "eval".into(),
+                kind: RecordKind::Journal,
+                source_path: path.display().to_string(),
+                created_at: "1970-01-01T00:00:00Z".into(),
+                text: r.text.clone(),
+                flags: Vec::new(),
+                user_id: None,
+                origin: Origin {
+                    source: path.display().to_string(),
+                    line: 0,
+                },
+            };
+            if !gk.is_empty() {
+                with_kinds += 1;
+            }
+            if let Decision::Annotated { tags, .. } = decide(
+                &rec,
+                &crate::annotation::Annotated::Parsed(ann.clone()),
+                policy,
+                &NoNodes,
+            ) {
+                let mut any = false;
+                for t in tags.iter().filter(|t| t.reasons.is_empty()) {
+                    any = true;
+                    promoted += 1;
+                    let k = t.tom_kind.as_deref().unwrap_or("");
+                    if r.gold.tom_kinds.iter().any(|g| g == k) {
+                        promoted_right += 1;
+                    }
+                    if gk.is_empty() {
+                        promoted_no_signal += 1;
+                    }
+                    // The quote supports the kind when it overlaps that kind's gold quote.
+                    if let Some(gq) = r
+                        .gold
+                        .tom_kinds
+                        .iter()
+                        .position(|g| g == k)
+                        .and_then(|i| r.gold.source_quotes.get(i))
+                        && let (Some(s0), Some(e0)) = (t.quote.start, t.quote.end)
+                    {
+                        quote_total += 1;
+                        if let Some(gs) = r.text.find(gq.as_str()) {
+                            let ge = gs + gq.len();
+                            if (s0 as usize) < ge && gs < e0 as usize {
+                                quote_hits += 1;
+                            }
+                        }
+                    }
+                }
+                if any && !gk.is_empty() {
+                    covered += 1;
+                }
+            }
+            for (i, (&p_cal, &z)) in s.tom_kind.iter().zip(&s.logits[0]).enumerate() {
+                let is = gk.contains(&i);
+                for (p, conf, ok) in [
+                    (f64::from(p_cal), &mut kc_after, &mut kok_after),
+                    (
+                        tomlite_models::metrics::sigmoid_t(z, 1.0),
+                        &mut kc_before,
+                        &mut kok_before,
+                    ),
+                ] {
+                    conf.push(if p >= 0.5 { p } else { 1.0 - p });
+                    ok.push((p >= 0.5) == is);
+                }
+            }
+            gold_k.push(gk);
+            pred_k.push(pk);
+        }
+    }
+    let tl: Vec<&str> = tom_labels.iter().map(String::as_str).collect();
+    let (per, macro_f1) = multilabel_report(&tl, &gold_k, &pred_k);
+    let ratio = |a: usize, b: usize| {
+        if b == 0 {
+            serde_json::Value::Null
+        } else {
+            json!(a as f64 / b as f64)
+        }
+    };
+    Ok(json!({
+        "data": paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+        "split": if dev_only { "dev" } else { "all" },
+        "records": records.len(),
+        "tom_kind": {"macro_f1": macro_f1, "per_label": per, "abstained": abstained,
+                     "ece_before": ece(&kc_before, &kok_before, 15), "ece_after": ece(&kc_after, &kok_after, 15)},
+        "affect": head_report(&aff_labels, &ga, &pa, &ca, &ra),
+        "intensity": head_report(&int_labels, &gi, &pi, &ci, &ri),
+        "policy": {
+            "promoted_tags": promoted,
+            "promoted_tag_precision": ratio(promoted_right, promoted),
+            "coverage": ratio(covered, with_kinds),
+            "promoted_on_no_signal_records": promoted_no_signal,
+            "quote_overlaps_gold": ratio(quote_hits, quote_total),
+        },
+    }))
+}
+
+/// Evaluates the affect head on a GoEmotions TSV split.
+pub fn eval_goemotions(clf: &mut Classifier, tsv: &Path) -> Result<serde_json::Value, LearnError> {
+    let examples = read_goemotions(tsv)?;
+    let labels: Vec<String> = clf.affect_labels().to_vec();
+    let (mut g, mut p, mut c, mut r) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for chunk in examples.chunks(256) {
+        let texts: Vec<&str> = chunk.iter().map(|e| e.text.as_str()).collect();
+        for (e, s) in chunk.iter().zip(clf.score(&texts)?) {
+            let (pi, pc) = s
+                .affect
+                .iter()
+                .enumerate()
+                .max_by(|a, b| a.1.total_cmp(b.1))
+                .map_or((0, 0.0), |(i, &v)| (i, f64::from(v)));
+            g.push(labels.iter().position(|l| l == e.affect).unwrap_or(0));
+            p.push(pi);
+            c.push(pc);
+            r.push(raw_conf(&s.logits[1]));
+        }
+    }
+    Ok(json!({"data": tsv.display().to_string(), "affect": head_report(&labels, &g, &p, &c, &r)}))
+}

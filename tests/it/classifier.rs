@@ -1,0 +1,232 @@
+//! The local classifier end to end: the real MiniLM encoder (fetched by
+//! `scripts/fetch-model`) and the committed heads, through the CLI.
+
+use serde_json::Value;
+
+use crate::common::*;
+
+fn model_present() {
+    let dir = repo().join("models/artifacts/all-MiniLM-L6-v2/model.safetensors");
+    assert!(
+        dir.is_file(),
+        "the encoder is missing: run scripts/fetch-model (CI does) before the tests"
+    );
+}
+
+#[test]
+fn run_annotates_with_the_local_classifier_by_default() {
+    model_present();
+    let env = Env::new();
+    let data = repo().join("data/sample");
+    let ran = env
+        .run(&[
+            "--input",
+            data.join("records.jsonl").to_str().unwrap(),
+            "--nodes",
+            data.join("nodes.jsonl").to_str().unwrap(),
+            "--staging",
+            "staging",
+        ])
+        .ok();
+    assert!(ran.stdout.contains("41 in: 40 processed"), "{}", ran.stdout);
+    let receipt = env.receipt();
+    assert!(
+        receipt["annotator"]["id"]
+            .as_str()
+            .unwrap()
+            .starts_with("minilm-l6+heads@")
+    );
+    assert!(receipt["annotator"]["stats"]["tokens"].as_u64().unwrap() > 0);
+    let c = &receipt["counts"];
+    assert_eq!(c["processed"], 40);
+    let tags = env.table("promoted_tags");
+    let quarantine = env.table("quarantine");
+    let abstained = env.table("abstained");
+    // Every record ends somewhere, and the classifier's quotes are verbatim.
+    assert!(!tags.is_empty() || !quarantine.is_empty());
+    let records: Vec<Value> = std::fs::read_to_string(data.join("records.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    for t in &tags {
+        let rec = records.iter().find(|r| r["id"] == t["record_id"]).unwrap();
+        let text = rec["text"].as_str().unwrap();
+        let (s, e) = (
+            t["quote_start"].as_u64().unwrap() as usize,
+            t["quote_end"].as_u64().unwrap() as usize,
+        );
+        assert_eq!(&text[s..e], t["source_quote"].as_str().unwrap());
+        assert!(t["tom_kind_confidence"].as_f64().unwrap() >= 0.80);
+    }
+    // The flagged records never promote, whatever the model says.
+    for id in ["j-010", "s-007"] {
+        assert!(by(&tags, "record_id", id).is_empty(), "{id} was promoted");
+    }
+    for a in &abstained {
+        assert_eq!(a["why"], "no_tags");
+        assert!(a["best_confidence"].as_f64().unwrap() < 0.5);
+    }
+    // The second night costs nothing.
+    let again = env
+        .run(&[
+            "--input",
+            data.join("records.jsonl").to_str().unwrap(),
+            "--staging",
+            "staging",
+        ])
+        .ok();
+    assert!(
+        again.stdout.contains("0 processed, 40 skipped"),
+        "{}",
+        again.stdout
+    );
+}
+
+#[test]
+fn annotate_writes_what_run_reads_and_always_gives_affect_and_intensity() {
+    model_present();
+    let env = Env::new();
+    let texts = [
+        ("k1", "Please keep answers short and put the code first."),
+        ("k2", "Don't message me after 9pm. I mean it."),
+        ("k3", "Bus 42 leaves at 08:15 from platform 3."),
+    ];
+    let rows: Vec<Value> = texts.iter().map(|(id, t)| record(id, t)).collect();
+    env.jsonl("records.jsonl", &rows);
+    let mut cmd = bin();
+    let out = cmd
+        .current_dir(env.dir.path())
+        .args([
+            "annotate",
+            "--input",
+            "records.jsonl",
+            "--out",
+            "annotations.jsonl",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("tokens/s"), "{stderr}");
+    let anns: Vec<Value> = std::fs::read_to_string(env.path("annotations.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(anns.len(), 3);
+    for (a, (id, text)) in anns.iter().zip(texts) {
+        assert_eq!(a["record_id"], id);
+        assert!(a["affect"]["label"].is_string() && a["affect"]["confidence"].is_number());
+        assert!(a["intensity"]["label"].is_string() && a["intensity"]["confidence"].is_number());
+        for t in a["tags"].as_array().unwrap() {
+            let (s, e) = (
+                t["quote_start"].as_u64().unwrap() as usize,
+                t["quote_end"].as_u64().unwrap() as usize,
+            );
+            assert_eq!(&text[s..e], t["source_quote"].as_str().unwrap());
+        }
+        if a["tags"].as_array().unwrap().is_empty() {
+            assert!(a["best_tom_kind"].is_string(), "{a}");
+        }
+    }
+    // The same file goes through the validator like any other annotator's.
+    env.run_std(&[]).ok();
+    let receipt = env.receipt();
+    assert_eq!(receipt["counts"]["processed"], 3);
+}
+
+#[test]
+fn train_writes_heads_and_a_card_that_eval_and_run_can_use() {
+    model_present();
+    let env = Env::new();
+    let shared = repo().join("../shared/datasets/goemotions");
+    let data = repo().join("data/training/tom_lite/part-a.jsonl");
+    let train = || {
+        bin()
+            .current_dir(env.dir.path())
+            .args([
+                "train", "--limit", "40", "--epochs", "2", "--out", "heads", "--cache", "cache",
+            ])
+            .args([
+                "--goemotions",
+                shared.to_str().unwrap(),
+                "--data",
+                data.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = train();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let first = std::fs::read(env.path("heads/heads.safetensors")).unwrap();
+    // A second run reads the embeddings back and reproduces the same heads.
+    let again = train();
+    let stderr2 = String::from_utf8_lossy(&again.stderr);
+    assert!(stderr2.contains("read from the cache"), "{stderr2}");
+    assert_eq!(
+        std::fs::read(env.path("heads/heads.safetensors")).unwrap(),
+        first
+    );
+    assert!(stderr.contains("tom_kind: epoch   2 loss"), "{stderr}");
+    assert!(stderr.contains("temperatures:"), "{stderr}");
+    let card: Value =
+        serde_json::from_slice(&std::fs::read(env.path("heads/card.json")).unwrap()).unwrap();
+    assert_eq!(
+        card["encoder_sha256"],
+        "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+    );
+    let names: Vec<&str> = card["heads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["spec"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["tom_kind", "affect", "intensity"]);
+    for h in card["heads"].as_array().unwrap() {
+        assert!(h["temperature"].as_f64().unwrap() > 0.0);
+    }
+    assert_eq!(card["training_data"]["curated_examples"], 0);
+    assert_eq!(
+        card["training_data"]["files"]["tom_lite/part-a.jsonl"]
+            .as_str()
+            .unwrap()
+            .len(),
+        64
+    );
+
+    // eval reads the same heads and reports every head, ECE before/after and the policy view.
+    let out = bin()
+        .current_dir(env.dir.path())
+        .args([
+            "eval",
+            "--heads-dir",
+            "heads",
+            "--json",
+            "--data",
+            data.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let set = &report[0];
+    assert_eq!(set["records"], 280);
+    for head in ["tom_kind", "affect", "intensity"] {
+        assert!(set[head]["macro_f1"].is_number(), "{head}");
+        assert!(
+            set[head]["ece_before"].is_number() && set[head]["ece_after"].is_number(),
+            "{head}"
+        );
+    }
+    assert!(set["policy"]["promoted_tags"].is_number());
+}
