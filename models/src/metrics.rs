@@ -114,6 +114,14 @@ pub fn ece(confidence: &[f64], correct: &[bool], bins: usize) -> f64 {
         .sum()
 }
 
+/// Index and value of the largest probability (the first on ties; `(0, 0.0)` when empty).
+pub fn argmax(p: &[f32]) -> (usize, f32) {
+    p.iter()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(&a.0)))
+        .map_or((0, 0.0), |(i, &v)| (i, v))
+}
+
 /// Softmax of `logits / t`.
 pub fn softmax_t(logits: &[f32], t: f64) -> Vec<f64> {
     let m = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
@@ -190,6 +198,12 @@ mod tests {
         assert!((per[0].precision - 1.0).abs() < 1e-9 && (per[0].recall - 0.5).abs() < 1e-9);
         assert!((per[1].precision - 2.0 / 3.0).abs() < 1e-9 && (per[1].recall - 1.0).abs() < 1e-9);
         assert!((m - (2.0 / 3.0 + 0.8) / 2.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn argmax_takes_the_first_of_equal_maxima() {
+        assert_eq!(argmax(&[0.1, 0.7, 0.7, 0.2]), (1, 0.7));
+        assert_eq!(argmax(&[]), (0, 0.0));
     }
 
     #[test]

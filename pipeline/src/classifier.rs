@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use foldhash::{HashMap, HashMapExt};
 use sha2::{Digest as _, Sha256};
 use tomlite_models::heads::Heads;
-use tomlite_models::metrics::{sigmoid_t, softmax_t};
+use tomlite_models::metrics::{argmax, sigmoid_t, softmax_t};
 use tomlite_models::{EncodeStats, Encoder};
 
 use crate::annotation::{
@@ -297,12 +297,6 @@ impl Classifier {
                 tags.push(k1);
             }
         }
-        let argmax = |p: &[f32]| {
-            p.iter()
-                .enumerate()
-                .max_by(|a, b| a.1.total_cmp(b.1))
-                .map_or((0, 0.0), |(i, &v)| (i, v))
-        };
         let (ai, ac) = argmax(&s.affect);
         let (ii, ic) = argmax(&s.intensity);
         let _ = record_id;

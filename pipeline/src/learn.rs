@@ -669,10 +669,8 @@ pub fn eval_records(
                 abstained += 1;
             }
             let argmax = |p: &[f32]| {
-                p.iter()
-                    .enumerate()
-                    .max_by(|a, b| a.1.total_cmp(b.1))
-                    .map_or((0, 0.0), |(i, &v)| (i, f64::from(v)))
+                let (i, v) = tomlite_models::metrics::argmax(p);
+                (i, f64::from(v))
             };
             if let Some(g) = aff_labels.iter().position(|l| *l == r.gold.affect) {
                 let (p, c) = argmax(&s.affect);
@@ -798,12 +796,8 @@ pub fn eval_goemotions(clf: &mut Classifier, tsv: &Path) -> Result<serde_json::V
     for chunk in examples.chunks(256) {
         let texts: Vec<&str> = chunk.iter().map(|e| e.text.as_str()).collect();
         for (e, s) in chunk.iter().zip(clf.score(&texts)?) {
-            let (pi, pc) = s
-                .affect
-                .iter()
-                .enumerate()
-                .max_by(|a, b| a.1.total_cmp(b.1))
-                .map_or((0, 0.0), |(i, &v)| (i, f64::from(v)));
+            let (pi, pc) = tomlite_models::metrics::argmax(&s.affect);
+            let pc = f64::from(pc);
             g.push(labels.iter().position(|l| l == e.affect).unwrap_or(0));
             p.push(pi);
             c.push(pc);
