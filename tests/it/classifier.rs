@@ -18,16 +18,7 @@ fn run_annotates_with_the_local_classifier_by_default() {
     model_present();
     let env = Env::new();
     let data = repo().join("data/sample");
-    let ran = env
-        .run(&[
-            "--input",
-            data.join("records.jsonl").to_str().unwrap(),
-            "--nodes",
-            data.join("nodes.jsonl").to_str().unwrap(),
-            "--staging",
-            "staging",
-        ])
-        .ok();
+    let ran = env.run_sample(&[]).ok();
     assert!(ran.stdout.contains("41 in: 40 processed"), "{}", ran.stdout);
     let receipt = env.receipt();
     assert!(
@@ -44,11 +35,7 @@ fn run_annotates_with_the_local_classifier_by_default() {
     let abstained = env.table("abstained");
     // Every record ends somewhere, and the classifier's quotes are verbatim.
     assert!(!tags.is_empty() || !quarantine.is_empty());
-    let records: Vec<Value> = std::fs::read_to_string(data.join("records.jsonl"))
-        .unwrap()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let records = read_jsonl(&data.join("records.jsonl"));
     for t in &tags {
         let rec = records.iter().find(|r| r["id"] == t["record_id"]).unwrap();
         let text = rec["text"].as_str().unwrap();
@@ -113,11 +100,7 @@ fn annotate_writes_what_run_reads_and_always_gives_affect_and_intensity() {
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("tokens/s"), "{stderr}");
-    let anns: Vec<Value> = std::fs::read_to_string(env.path("annotations.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let anns = read_jsonl(&env.path("annotations.jsonl"));
     assert_eq!(anns.len(), 3);
     for (a, (id, text)) in anns.iter().zip(texts) {
         assert_eq!(a["record_id"], id);

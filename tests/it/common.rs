@@ -110,6 +110,24 @@ impl Env {
         self.run(&args)
     }
 
+    /// `tomlite run` on the bundled sample (records and node registry) into
+    /// `staging`, with `extra` arguments.
+    pub fn run_sample(&self, extra: &[&str]) -> Ran {
+        let data = repo().join("data/sample");
+        let records = data.join("records.jsonl");
+        let nodes = data.join("nodes.jsonl");
+        let mut args = vec![
+            "--input",
+            records.to_str().unwrap(),
+            "--nodes",
+            nodes.to_str().unwrap(),
+            "--staging",
+            "staging",
+        ];
+        args.extend(extra);
+        self.run(&args)
+    }
+
     /// The directory `LATEST` names.
     pub fn latest(&self) -> PathBuf {
         let id = std::fs::read_to_string(self.staging().join("LATEST")).expect("LATEST");
@@ -160,6 +178,15 @@ fn cell(col: &ArrayRef, i: usize) -> Value {
         }
         other => panic!("unexpected column type {other}"),
     }
+}
+
+/// Every line of a JSONL file, parsed.
+pub fn read_jsonl(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 /// A valid record.

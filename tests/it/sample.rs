@@ -5,18 +5,9 @@ use crate::common::*;
 #[test]
 fn sample_run_promotes_quarantines_abstains_and_rejects_as_documented() {
     let env = Env::new();
-    let data = repo().join("data/sample");
+    let annotations = repo().join("data/sample/annotations.jsonl");
     let ran = env
-        .run(&[
-            "--input",
-            data.join("records.jsonl").to_str().unwrap(),
-            "--nodes",
-            data.join("nodes.jsonl").to_str().unwrap(),
-            "--annotations",
-            data.join("annotations.jsonl").to_str().unwrap(),
-            "--staging",
-            "staging",
-        ])
+        .run_sample(&["--annotations", annotations.to_str().unwrap()])
         .ok();
     assert!(
         ran.stdout
