@@ -35,7 +35,7 @@ pub enum Activation {
 impl Module for Activation {
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         match self {
-            Self::GeluErf => xs.gelu_erf(),
+            Self::GeluErf => crate::kernels::gelu_erf(xs),
             Self::GeluTanh => xs.gelu(),
             Self::Relu => xs.relu(),
         }
@@ -129,11 +129,6 @@ impl Module for LayerNorm {
     }
 }
 
-/// Softmax over the last dimension of the attention scores.
-pub fn attention_softmax(scores: &Tensor) -> Result<Tensor> {
-    candle_nn::ops::softmax_last_dim(scores)
-}
-
 /// Word + position + token type embeddings, then layer norm.
 #[derive(Debug, Clone)]
 pub struct BertEmbeddings {
@@ -174,52 +169,44 @@ impl BertEmbeddings {
     }
 }
 
-/// Multi-head self-attention (`attention.self`).
+/// Multi-head self-attention (`attention.self`), with the query, key and
+/// value projections fused into one `hidden → 3·hidden` linear layer.
 #[derive(Debug, Clone)]
 pub struct BertSelfAttention {
-    query: Linear,
-    key: Linear,
-    value: Linear,
+    qkv: Linear,
     num_heads: usize,
     head_dim: usize,
 }
 
 impl BertSelfAttention {
-    /// Loads `query`, `key`, `value` from `vb` (`vb.pp("self")`).
+    /// Loads `query`, `key`, `value` from `vb` (`vb.pp("self")`) and
+    /// concatenates them.
     pub fn load(vb: VarBuilder, cfg: &Config) -> Result<Self> {
         let h = cfg.hidden_size;
+        let parts = ["query", "key", "value"]
+            .into_iter()
+            .map(|name| linear(h, h, vb.pp(name)))
+            .collect::<Result<Vec<_>>>()?;
+        let weight = Tensor::cat(&parts.iter().map(Linear::weight).collect::<Vec<_>>(), 0)?;
+        let bias = parts
+            .iter()
+            .map(|l| l.bias().cloned())
+            .collect::<Option<Vec<_>>>()
+            .map(|b| Tensor::cat(&b, 0))
+            .transpose()?;
         Ok(Self {
-            query: linear(h, h, vb.pp("query"))?,
-            key: linear(h, h, vb.pp("key"))?,
-            value: linear(h, h, vb.pp("value"))?,
+            qkv: Linear::new(weight, bias),
             num_heads: cfg.num_attention_heads,
             head_dim: cfg.head_dim(),
         })
     }
 
-    /// `(batch, seq, heads * head_dim)` → `(batch, heads, seq, head_dim)`.
-    fn split_heads(&self, xs: &Tensor) -> Result<Tensor> {
-        let (b, t, _) = xs.dims3()?;
-        xs.reshape((b, t, self.num_heads, self.head_dim))?
-            .transpose(1, 2)?
-            .contiguous()
-    }
-
-    /// `mask` is additive, `(batch, 1, 1, seq)`: 0 for real tokens, a large
-    /// negative number for padding.
-    pub fn forward(&self, xs: &Tensor, mask: &Tensor) -> Result<Tensor> {
-        let (b, t, hidden) = xs.dims3()?;
-        let q = self.split_heads(&self.query.forward(xs)?)?;
-        let k = self.split_heads(&self.key.forward(xs)?)?;
-        let v = self.split_heads(&self.value.forward(xs)?)?;
-        let scale = 1.0 / (self.head_dim as f64).sqrt();
-        let scores = (q.matmul(&k.t()?.contiguous()?)? * scale)?.broadcast_add(mask)?;
-        let probs = attention_softmax(&scores)?;
-        probs
-            .matmul(&v)?
-            .transpose(1, 2)?
-            .contiguous()?
-            .reshape((b, t, hidden))
+    /// `xs`: `(batch, seq, hidden)`; `lengths[i]`: real tokens of text `i`
+    /// (the rest is right padding). Padding rows of the result are zero.
+    pub fn forward(&self, xs: &Tensor, lengths: &[usize]) -> Result<Tensor> {
+        let qkv = self.qkv.forward(xs)?;
+        let scale = 1.0 / (self.head_dim as f32).sqrt();
+        crate::kernels::attention(&qkv, lengths, self.num_heads, scale)
     }
 }
 
@@ -295,8 +282,8 @@ impl BertLayer {
     }
 
     /// `(batch, seq, hidden)` → `(batch, seq, hidden)`.
-    pub fn forward(&self, xs: &Tensor, mask: &Tensor) -> Result<Tensor> {
-        let attended = self.attention.forward(xs, mask)?;
+    pub fn forward(&self, xs: &Tensor, lengths: &[usize]) -> Result<Tensor> {
+        let attended = self.attention.forward(xs, lengths)?;
         let xs = self.attention_output.forward(&attended, xs)?;
         let expanded = self.intermediate.forward(&xs)?;
         self.output.forward(&expanded, &xs)
@@ -345,7 +332,9 @@ impl BertModel {
     ///
     /// `input_ids`, `token_type_ids`: `(batch, seq)` u32; `attention_mask`:
     /// `(batch, seq)`, 1 for real tokens and 0 for padding (any dtype), or
-    /// `None` when nothing is padded. Returns `(batch, seq, hidden)`.
+    /// `None` when nothing is padded. Padding must be on the right (1s then
+    /// 0s in every row), as tokenizers pad. Returns `(batch, seq, hidden)`;
+    /// the states of padding positions are zero.
     pub fn forward(
         &self,
         input_ids: &Tensor,
@@ -353,27 +342,59 @@ impl BertModel {
         attention_mask: Option<&Tensor>,
     ) -> Result<Tensor> {
         let (b, t) = input_ids.dims2()?;
-        let mask = match attention_mask {
-            Some(mask) => additive_mask(mask, self.dtype)?,
-            None => Tensor::zeros((b, 1, 1, t), self.dtype, &self.device)?,
+        let lengths = match attention_mask {
+            Some(mask) => prefix_lengths(mask)?,
+            None => vec![t; b],
         };
+        self.forward_lengths(input_ids, token_type_ids, &lengths)
+    }
+
+    /// Like [`BertModel::forward`] with the mask given as the number of real
+    /// tokens of each row.
+    pub fn forward_lengths(
+        &self,
+        input_ids: &Tensor,
+        token_type_ids: &Tensor,
+        lengths: &[usize],
+    ) -> Result<Tensor> {
+        let (b, t) = input_ids.dims2()?;
+        if lengths.len() != b || lengths.iter().any(|&n| n > t) {
+            candle_core::bail!(
+                "{} lengths for a batch of {b} rows of {t} tokens",
+                lengths.len()
+            );
+        }
+        if self.dtype != DType::F32 {
+            candle_core::bail!("the encoder runs in f32, not {:?}", self.dtype);
+        }
         let mut xs = self.embeddings.forward(input_ids, token_type_ids)?;
         for layer in &self.layers {
-            xs = layer.forward(&xs, &mask)?;
+            xs = layer.forward(&xs, lengths)?;
+        }
+        if lengths.iter().any(|&n| n < t) {
+            // Zero the padding rows so that no caller reads stale numbers.
+            let keep: Vec<f32> = lengths
+                .iter()
+                .flat_map(|&n| (0..t).map(move |j| if j < n { 1.0 } else { 0.0 }))
+                .collect();
+            let keep = Tensor::from_vec(keep, (b, t, 1), &self.device)?;
+            xs = xs.broadcast_mul(&keep)?;
         }
         Ok(xs)
     }
 }
 
-/// `(batch, seq)` 1/0 mask → `(batch, 1, 1, seq)` additive mask: 0 where the
-/// mask is 1, the dtype's minimum where it is 0 (as Hugging Face does).
-fn additive_mask(mask: &Tensor, dtype: DType) -> Result<Tensor> {
-    let (b, t) = mask.dims2()?;
-    let min = match dtype {
-        DType::F64 => f64::MIN,
-        DType::F16 => -65504.0,
-        _ => f64::from(f32::MIN),
-    };
-    let inverted = (1.0 - mask.to_dtype(dtype)?)?;
-    (inverted * min)?.reshape((b, 1, 1, t))
+/// Row lengths of a right-padded `(batch, seq)` 1/0 mask.
+fn prefix_lengths(mask: &Tensor) -> Result<Vec<usize>> {
+    let rows = mask.to_dtype(DType::F32)?.to_vec2::<f32>()?;
+    rows.iter()
+        .enumerate()
+        .map(|(i, row)| {
+            let n = row.iter().take_while(|&&m| m != 0.0).count();
+            if row[n..].iter().any(|&m| m != 0.0) {
+                candle_core::bail!("attention_mask row {i} is not right-padded (1s, then 0s)");
+            }
+            Ok(n)
+        })
+        .collect()
 }

@@ -44,6 +44,11 @@ pub struct Encoded {
     /// One L2-normalised vector of [`Encoder::dim`] floats per input text, in
     /// the order of the input.
     pub embeddings: Vec<Vec<f32>>,
+    /// Per input text, one entry per span asked for in
+    /// [`Encoder::encode_with_spans`] (empty for [`Encoder::encode`]): the
+    /// mean of the text's own token states over the span, L2-normalised, or
+    /// `None` when no token of the span is inside the (truncated) window.
+    pub spans: Vec<Vec<Option<Vec<f32>>>>,
     /// Token counts, padding and truncation.
     pub stats: EncodeStats,
 }
@@ -235,13 +240,32 @@ impl Encoder {
     /// [`EncodeOptions::max_tokens`] are truncated and listed in
     /// [`EncodeStats::truncated`].
     pub fn encode(&self, texts: &[&str]) -> Result<Encoded, Error> {
+        self.encode_with_spans(texts, &[])
+    }
+
+    /// Like [`Encoder::encode`], and also pools each text's token states
+    /// over byte spans of that text (`spans[i]` belongs to `texts[i]`;
+    /// `spans` may be shorter than `texts`).
+    ///
+    /// A span's vector is the mean of the hidden states of the text's word
+    /// pieces that overlap the span, L2-normalised: a sentence read in the
+    /// context of its record, from the same forward pass as the record. It
+    /// costs no extra pass, where encoding every sentence on its own would
+    /// roughly double the tokens. A span with no word piece inside the
+    /// truncated window gets `None`.
+    pub fn encode_with_spans(
+        &self,
+        texts: &[&str],
+        spans: &[Vec<(usize, usize)>],
+    ) -> Result<Encoded, Error> {
         let mut stats = EncodeStats {
             token_counts: Vec::with_capacity(texts.len()),
             ..EncodeStats::default()
         };
         let mut encodings = Vec::with_capacity(texts.len());
         for (index, text) in texts.iter().enumerate() {
-            let (encoding, full_len) = self.tokenize(text, index)?;
+            let with_offsets = spans.get(index).is_some_and(|s| !s.is_empty());
+            let (encoding, full_len) = self.tokenize(text, index, with_offsets)?;
             stats.token_counts.push(full_len);
             if full_len > encoding.len() {
                 stats.truncated.push(index);
@@ -256,34 +280,56 @@ impl Encoder {
 
         let dim = self.dim();
         let mut embeddings = vec![Vec::new(); texts.len()];
+        let mut span_vectors: Vec<Vec<Option<Vec<f32>>>> = vec![Vec::new(); texts.len()];
         for chunk in order.chunks(self.options.batch_size) {
             let batch: Vec<&Encoding> = chunk.iter().map(|&i| &encodings[i]).collect();
             let seq_len = batch.iter().map(|e| e.len()).max().unwrap_or(0);
             stats.padded_tokens += batch.iter().map(|e| seq_len - e.len()).sum::<usize>();
             stats.batches += 1;
-            let vectors = self
+            let hidden = self
                 .forward_batch(&batch, seq_len)
                 .map_err(|source| Error::Forward {
                     texts: batch.len(),
                     seq_len,
                     source,
                 })?;
-            for (&i, vector) in chunk.iter().zip(vectors) {
-                debug_assert_eq!(vector.len(), dim);
-                embeddings[i] = vector;
+            for (row, &i) in chunk.iter().enumerate() {
+                let states = &hidden[row * seq_len * dim..(row + 1) * seq_len * dim];
+                let encoding = &encodings[i];
+                let mut v = mean_rows(states, dim, 0..encoding.len());
+                normalize(&mut v);
+                embeddings[i] = v;
+                if let Some(text_spans) = spans.get(i) {
+                    span_vectors[i] = text_spans
+                        .iter()
+                        .map(|&span| span_vector(states, dim, encoding, span))
+                        .collect();
+                }
             }
         }
-        Ok(Encoded { embeddings, stats })
+        Ok(Encoded {
+            embeddings,
+            spans: span_vectors,
+            stats,
+        })
     }
 
     /// Tokenizes one text with special tokens, truncated to `max_tokens`.
-    /// Returns the encoding and the untruncated length.
-    fn tokenize(&self, text: &str, index: usize) -> Result<(Encoding, usize), Error> {
+    /// Returns the encoding and the untruncated length. Byte offsets are
+    /// tracked only when `with_offsets` (they cost tokenizer time).
+    fn tokenize(
+        &self,
+        text: &str,
+        index: usize,
+        with_offsets: bool,
+    ) -> Result<(Encoding, usize), Error> {
         let tokenize_err = |source| Error::Tokenize { index, source };
-        let mut encoding = self
-            .tokenizer
-            .encode_fast(text, false)
-            .map_err(tokenize_err)?;
+        let mut encoding = if with_offsets {
+            self.tokenizer.encode(text, false)
+        } else {
+            self.tokenizer.encode_fast(text, false)
+        }
+        .map_err(tokenize_err)?;
         let full_len = encoding.len() + self.added_tokens;
         if full_len > self.options.max_tokens {
             // Same cut as Hugging Face's `truncation=True, max_length=N` on a
@@ -302,36 +348,77 @@ impl Encoder {
         Ok((encoding, full_len))
     }
 
-    /// Pads the batch to `seq_len`, runs BERT, mean-pools over the mask and
-    /// L2-normalises.
-    fn forward_batch(
-        &self,
-        batch: &[&Encoding],
-        seq_len: usize,
-    ) -> candle_core::Result<Vec<Vec<f32>>> {
+    /// Pads the batch to `seq_len` and runs BERT; returns the last hidden
+    /// states, `(batch, seq_len, dim)` flattened.
+    fn forward_batch(&self, batch: &[&Encoding], seq_len: usize) -> candle_core::Result<Vec<f32>> {
         let device = self.model.device();
         let n = batch.len();
         let pad = self.config.pad_token_id;
         let mut ids = Vec::with_capacity(n * seq_len);
         let mut type_ids = Vec::with_capacity(n * seq_len);
-        let mut mask = Vec::with_capacity(n * seq_len);
         for encoding in batch {
             let len = encoding.len();
             ids.extend_from_slice(encoding.get_ids());
             ids.extend(std::iter::repeat_n(pad, seq_len - len));
             type_ids.extend_from_slice(encoding.get_type_ids());
             type_ids.extend(std::iter::repeat_n(0u32, seq_len - len));
-            mask.extend(std::iter::repeat_n(1f32, len));
-            mask.extend(std::iter::repeat_n(0f32, seq_len - len));
         }
+        let lengths: Vec<usize> = batch.iter().map(|e| e.len()).collect();
         let ids = Tensor::from_vec(ids, (n, seq_len), device)?;
         let type_ids = Tensor::from_vec(type_ids, (n, seq_len), device)?;
-        let mask = Tensor::from_vec(mask, (n, seq_len), device)?;
-
-        let hidden = self.model.forward(&ids, &type_ids, Some(&mask))?;
-        let pooled = mean_pool(&hidden, &mask)?;
-        l2_normalize(&pooled)?.to_vec2::<f32>()
+        let hidden = self.model.forward_lengths(&ids, &type_ids, &lengths)?;
+        hidden.flatten_all()?.to_vec1::<f32>()
     }
+}
+
+/// Mean of the rows `rows` of `states` (`dim` floats per row).
+fn mean_rows(states: &[f32], dim: usize, rows: impl Iterator<Item = usize>) -> Vec<f32> {
+    let mut sum = vec![0f32; dim];
+    let mut n = 0usize;
+    for r in rows {
+        for (s, x) in sum.iter_mut().zip(&states[r * dim..(r + 1) * dim]) {
+            *s += x;
+        }
+        n += 1;
+    }
+    let n = n.max(1) as f32;
+    for s in &mut sum {
+        *s /= n;
+    }
+    sum
+}
+
+/// Divides `v` by its L2 norm (at least 1e-12), as
+/// `torch.nn.functional.normalize` does.
+fn normalize(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+    for x in v {
+        *x /= norm;
+    }
+}
+
+/// The pooled, normalised vector of the word pieces of `encoding` that
+/// overlap the byte span; `None` when there are none.
+fn span_vector(
+    states: &[f32],
+    dim: usize,
+    encoding: &Encoding,
+    (start, end): (usize, usize),
+) -> Option<Vec<f32>> {
+    let rows: Vec<usize> = encoding
+        .get_offsets()
+        .iter()
+        .zip(encoding.get_special_tokens_mask())
+        .enumerate()
+        .filter(|&(_, (&(s, e), &special))| special == 0 && s < end && e > start)
+        .map(|(i, _)| i)
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let mut v = mean_rows(states, dim, rows.into_iter());
+    normalize(&mut v);
+    Some(v)
 }
 
 /// Mean of `hidden` `(batch, seq, dim)` over the positions where `mask`

@@ -45,6 +45,7 @@ pub mod data;
 mod encoder;
 mod error;
 pub mod heads;
+pub mod kernels;
 pub mod metrics;
 
 pub use encoder::{

@@ -172,6 +172,11 @@ pub trait Annotator {
         Vec::new()
     }
 
+    /// How many records [`Annotator::annotate`] should get at once.
+    fn batch_size(&self) -> usize {
+        64
+    }
+
     /// Annotations whose record never came (reported as rejects at the end).
     fn unused(&self) -> Vec<Reject> {
         Vec::new()

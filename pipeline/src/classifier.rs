@@ -24,6 +24,10 @@ use crate::annotation::{
 use crate::record::{Record, truncate};
 use crate::segment::sentences;
 
+/// Records the classifier scores per pass: enough that sorting texts by
+/// length leaves almost no padding in the encoder's batches.
+pub const RECORDS_PER_PASS: usize = 1024;
+
 /// A second tom_kind is tagged only when its probability reaches this.
 pub const SECOND_KIND_MIN: f32 = 0.5;
 
@@ -173,33 +177,49 @@ impl Classifier {
     }
 
     /// Probabilities and quote sentences for a batch of texts.
+    ///
+    /// One forward pass per distinct text: its embedding feeds the heads,
+    /// and each of its sentences is scored on the mean of the text's own
+    /// token states over the sentence ([`Encoder::encode_with_spans`]).
+    /// Sentences past the encoder's window (long, truncated texts) are
+    /// encoded on their own.
     pub fn score(&mut self, texts: &[&str]) -> Result<Vec<Scores>, tomlite_models::Error> {
         let spans: Vec<Vec<(usize, usize)>> = texts.iter().map(|t| sentences(t)).collect();
-        // Every distinct string once: the texts, then their sentences.
+        // Every distinct text once.
         let mut index: HashMap<&str, usize> = HashMap::new();
         let mut unique: Vec<&str> = Vec::new();
+        let mut unique_spans: Vec<Vec<(usize, usize)>> = Vec::new();
         let mut text_ix = Vec::with_capacity(texts.len());
-        for t in texts {
+        for (t, sp) in texts.iter().zip(&spans) {
             text_ix.push(*index.entry(t).or_insert_with(|| {
                 unique.push(t);
+                // A one-sentence text is its own quote: nothing to pool.
+                unique_spans.push(if sp.len() > 1 { sp.clone() } else { Vec::new() });
                 unique.len() - 1
             }));
         }
-        let mut sent_ix: Vec<Vec<usize>> = Vec::with_capacity(texts.len());
-        for (t, sp) in texts.iter().zip(&spans) {
-            let mut ids = Vec::with_capacity(sp.len());
-            for &(s, e) in sp {
-                let piece = &t[s..e];
-                ids.push(*index.entry(piece).or_insert_with(|| {
-                    unique.push(piece);
-                    unique.len() - 1
-                }));
+        let encoded = self.encoder.encode_with_spans(&unique, &unique_spans)?;
+        self.account(&encoded.stats, texts.len() - unique.len());
+
+        // Sentences outside the window: encode them on their own.
+        let mut late: Vec<&str> = Vec::new();
+        let mut late_ix: Vec<(usize, usize)> = Vec::new();
+        for (u, vectors) in encoded.spans.iter().enumerate() {
+            for (k, v) in vectors.iter().enumerate() {
+                if v.is_none() {
+                    let (s, e) = unique_spans[u][k];
+                    late.push(&unique[u][s..e]);
+                    late_ix.push((u, k));
+                }
             }
-            sent_ix.push(ids);
         }
-        let total_refs = texts.len() + spans.iter().map(Vec::len).sum::<usize>();
-        let encoded = self.encoder.encode(&unique)?;
-        self.account(&encoded.stats, total_refs - unique.len());
+        let late_vectors = if late.is_empty() {
+            Vec::new()
+        } else {
+            let e = self.encoder.encode(&late)?;
+            self.account(&e.stats, 0);
+            e.embeddings
+        };
 
         let dim = self.encoder.dim();
         let flat: Vec<f32> = encoded.embeddings.iter().flatten().copied().collect();
@@ -223,6 +243,37 @@ impl Classifier {
             .logits(&x)?
             .to_vec2::<f32>()
             .map_err(tomlite_models::Error::from)?;
+
+        // tom_kind logits of every pooled sentence, in (text, sentence) order.
+        let mut sentence_rows: Vec<Vec<usize>> = vec![Vec::new(); unique.len()];
+        let mut flat_sent: Vec<f32> = Vec::new();
+        let mut n_sent = 0usize;
+        let late_map: HashMap<(usize, usize), &Vec<f32>> =
+            late_ix.iter().copied().zip(&late_vectors).collect();
+        let zero = vec![0f32; dim];
+        for (u, vectors) in encoded.spans.iter().enumerate() {
+            for (k, v) in vectors.iter().enumerate() {
+                let v = v
+                    .as_ref()
+                    .or_else(|| late_map.get(&(u, k)).copied())
+                    .unwrap_or(&zero);
+                flat_sent.extend_from_slice(v);
+                sentence_rows[u].push(n_sent);
+                n_sent += 1;
+            }
+        }
+        let sent_logits = if n_sent == 0 {
+            Vec::new()
+        } else {
+            let xs =
+                candle_core::Tensor::from_vec(flat_sent, (n_sent, dim), &candle_core::Device::Cpu)
+                    .map_err(tomlite_models::Error::from)?;
+            self.heads
+                .tom_kind
+                .logits(&xs)?
+                .to_vec2::<f32>()
+                .map_err(tomlite_models::Error::from)?
+        };
         let (tt, at, it) = (
             self.heads.tom_kind.temperature,
             self.heads.affect.temperature,
@@ -243,14 +294,18 @@ impl Classifier {
         let kinds = self.heads.tom_kind.spec.labels.len();
         Ok(text_ix
             .iter()
-            .zip(&sent_ix)
             .zip(&spans)
-            .map(|((&ti, sids), sp)| {
+            .map(|(&ti, sp)| {
+                let rows = &sentence_rows[ti];
                 let quotes = (0..kinds)
                     .map(|k| {
-                        sids.iter()
-                            .zip(sp)
-                            .max_by(|a, b| tom[*a.0][k].total_cmp(&tom[*b.0][k]))
+                        if rows.is_empty() {
+                            // One sentence (or none): it is the quote.
+                            return sp.first().copied().unwrap_or((0, 0));
+                        }
+                        rows.iter()
+                            .zip(&unique_spans[ti])
+                            .max_by(|a, b| sent_logits[*a.0][k].total_cmp(&sent_logits[*b.0][k]))
                             .map_or((0, 0), |(_, &span)| span)
                     })
                     .collect();
@@ -372,6 +427,10 @@ impl Annotator for Classifier {
             .zip(&scores)
             .map(|(r, s)| Annotated::Parsed(self.annotation(&r.id, &r.text, s)))
             .collect())
+    }
+
+    fn batch_size(&self) -> usize {
+        RECORDS_PER_PASS
     }
 
     fn stats(&self) -> serde_json::Value {

@@ -152,8 +152,9 @@ struct TrainArgs {
 
 #[derive(Debug, Args)]
 struct EvalArgs {
-    /// Labeled records (JSONL with a `gold` object). Repeatable.
-    #[arg(long)]
+    /// Labeled records (JSONL with a `gold` object): one or more files
+    /// (`--data a.jsonl b.jsonl`), or repeat the flag.
+    #[arg(long, num_args = 1..)]
     data: Vec<PathBuf>,
     /// A GoEmotions TSV split (labels.txt beside it).
     #[arg(long)]
@@ -410,7 +411,7 @@ fn cmd_annotate(args: AnnotateArgs) -> Result<(), Failure> {
                 tomlite::record::Item::Record(r) => {
                     n += 1;
                     batch.push(*r);
-                    if batch.len() == 64 {
+                    if batch.len() == tomlite::classifier::RECORDS_PER_PASS {
                         flush(&mut batch, &mut out).map_err(failed)?;
                     }
                 }

@@ -23,9 +23,6 @@ use crate::policy::Policy;
 use crate::record::{self, IngestError, IngestOptions, Item, Record, Reject};
 use crate::tables::{self, Table, Val};
 
-/// Records annotated per call to the annotator.
-const BATCH: usize = 64;
-
 /// Everything a run needs, resolved from the command line and the policy.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
@@ -262,7 +259,8 @@ pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary,
             source,
         })?;
         let mut count = 0u64;
-        let mut batch: Vec<Record> = Vec::with_capacity(BATCH);
+        let batch_size = annotator.batch_size().max(1);
+        let mut batch: Vec<Record> = Vec::with_capacity(batch_size);
         for item in record::open(input, &cfg.ingest)? {
             let item = item?;
             count += 1;
@@ -292,7 +290,7 @@ pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary,
                     }
                     seen.ids.insert(rec.id.as_str().into(), true);
                     batch.push(*rec);
-                    if batch.len() == BATCH {
+                    if batch.len() == batch_size {
                         ctx.process(
                             &mut batch,
                             annotator,

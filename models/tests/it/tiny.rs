@@ -295,3 +295,44 @@ fn bad_files_give_errors_naming_them() {
     let err = Encoder::load(dir.path()).expect_err("bad config");
     assert!(matches!(err, Error::UnsupportedConfig { .. }), "{err:?}");
 }
+
+#[test]
+fn spans_pool_the_texts_own_token_states() {
+    let dir = tiny_dir();
+    let options = EncodeOptions {
+        max_tokens: 8,
+        batch_size: 4,
+    };
+    let encoder = Encoder::load_with_options(dir.path(), options).expect("load");
+    // "the cat sat" (bytes 0..11), "on the mat" (12..22), "a dog" (23..28);
+    // 8 tokens keep [CLS], the first 6 word pieces and [SEP].
+    let text = "the cat sat on the mat a dog";
+    let spans = vec![vec![(0, 11), (12, 22), (23, 28)]];
+    let out = encoder
+        .encode_with_spans(&[text, "cat"], &spans)
+        .expect("encode with spans");
+    assert_eq!(out.spans.len(), 2);
+    assert!(
+        out.spans[1].is_empty(),
+        "no spans asked for the second text"
+    );
+    let vectors = &out.spans[0];
+    assert_eq!(vectors.len(), 3);
+    for v in vectors.iter().take(2) {
+        let v = v.as_ref().expect("inside the window");
+        assert_eq!(v.len(), encoder.dim());
+        assert!((norm(v) - 1.0).abs() < 1e-5, "unit norm");
+    }
+    // "a dog" is past the 6 word pieces the window keeps: no vector.
+    assert_eq!(out.stats.truncated, vec![0]);
+    assert!(
+        vectors[2].is_none(),
+        "a span outside the window has no vector"
+    );
+    // Different sentences of one text pool to different vectors, and the
+    // text's own embedding is unchanged by asking for spans.
+    let (a, b) = (vectors[0].as_ref().unwrap(), vectors[1].as_ref().unwrap());
+    assert!(cosine(a, b) < 0.9999);
+    let plain = encoder.encode(&[text]).expect("encode");
+    assert_close(&out.embeddings[0], &plain.embeddings[0], "text embedding");
+}
