@@ -170,10 +170,14 @@ impl BertEmbeddings {
 }
 
 /// Multi-head self-attention (`attention.self`), with the query, key and
-/// value projections fused into one `hidden → 3·hidden` linear layer.
+/// value projections fused into one `hidden → 3·hidden` matrix product
+/// (weights concatenated at load; the bias is added inside the attention
+/// kernel).
 #[derive(Debug, Clone)]
 pub struct BertSelfAttention {
-    qkv: Linear,
+    /// `(hidden, 3·hidden)`: the transposed, concatenated weights.
+    qkv_t: Tensor,
+    qkv_bias: Tensor,
     num_heads: usize,
     head_dim: usize,
 }
@@ -188,72 +192,94 @@ impl BertSelfAttention {
             .map(|name| linear(h, h, vb.pp(name)))
             .collect::<Result<Vec<_>>>()?;
         let weight = Tensor::cat(&parts.iter().map(Linear::weight).collect::<Vec<_>>(), 0)?;
-        let bias = parts
-            .iter()
-            .map(|l| l.bias().cloned())
-            .collect::<Option<Vec<_>>>()
-            .map(|b| Tensor::cat(&b, 0))
-            .transpose()?;
+        let bias = Tensor::cat(&parts.iter().map(bias_of).collect::<Result<Vec<_>>>()?, 0)?;
         Ok(Self {
-            qkv: Linear::new(weight, bias),
+            qkv_t: weight.t()?,
+            qkv_bias: bias,
             num_heads: cfg.num_attention_heads,
             head_dim: cfg.head_dim(),
         })
     }
 
-    /// `xs`: `(batch, seq, hidden)`; `lengths[i]`: real tokens of text `i`
-    /// (the rest is right padding). Padding rows of the result are zero.
-    pub fn forward(&self, xs: &Tensor, lengths: &[usize]) -> Result<Tensor> {
-        let qkv = self.qkv.forward(xs)?;
+    /// `xs`: `(batch·seq, hidden)` for `lengths.len()` texts of `seq`
+    /// positions, `lengths[i]` of them real (the rest right padding).
+    /// Returns `(batch·seq, hidden)`; padding rows are zero.
+    pub fn forward(&self, xs: &Tensor, seq: usize, lengths: &[usize]) -> Result<Tensor> {
+        let qkv = xs.matmul(&self.qkv_t)?;
+        let (rows, width) = qkv.dims2()?;
+        let qkv = qkv.reshape((lengths.len(), seq, width))?;
         let scale = 1.0 / (self.head_dim as f32).sqrt();
-        crate::kernels::attention(&qkv, lengths, self.num_heads, scale)
+        crate::kernels::attention(&qkv, &self.qkv_bias, lengths, self.num_heads, scale)?
+            .reshape((rows, width / 3))
     }
 }
 
-/// Dense + residual + layer norm after attention or feed-forward
-/// (`attention.output` and `output`).
+/// The bias of a BERT linear layer (every one has one).
+fn bias_of(l: &Linear) -> Result<Tensor> {
+    l.bias()
+        .cloned()
+        .ok_or_else(|| candle_core::Error::Msg("a BERT linear layer without a bias".into()))
+}
+
+/// Dense + bias + residual + layer norm after attention or feed-forward
+/// (`attention.output` and `output`), the last three in one kernel.
 #[derive(Debug, Clone)]
 pub struct BertResidualOutput {
-    dense: Linear,
-    layer_norm: LayerNorm,
+    /// `(in_size, hidden)`: the transposed weight.
+    dense_t: Tensor,
+    /// `(3, hidden)`: the dense bias, the norm's weight and its bias.
+    params: Tensor,
+    eps: f32,
 }
 
 impl BertResidualOutput {
     /// Loads `dense` (`in_size` → `hidden_size`) and `LayerNorm` from `vb`.
     pub fn load(vb: VarBuilder, in_size: usize, cfg: &Config) -> Result<Self> {
+        let dense = linear(in_size, cfg.hidden_size, vb.pp("dense"))?;
+        let norm = LayerNorm::load(vb.pp("LayerNorm"), cfg.hidden_size, cfg.layer_norm_eps)?;
         Ok(Self {
-            dense: linear(in_size, cfg.hidden_size, vb.pp("dense"))?,
-            layer_norm: LayerNorm::load(vb.pp("LayerNorm"), cfg.hidden_size, cfg.layer_norm_eps)?,
+            dense_t: dense.weight().t()?,
+            params: Tensor::stack(&[bias_of(&dense)?, norm.weight, norm.bias], 0)?,
+            eps: cfg.layer_norm_eps as f32,
         })
     }
 
-    /// `layer_norm(dense(xs) + residual)`.
+    /// `layer_norm(xs·Wᵀ + b + residual)`, on `(rows, ·)` matrices.
     pub fn forward(&self, xs: &Tensor, residual: &Tensor) -> Result<Tensor> {
-        let xs = self.dense.forward(xs)?;
-        self.layer_norm.forward(&(xs + residual)?)
+        let xs = xs.matmul(&self.dense_t)?;
+        crate::kernels::bias_residual_layer_norm(&xs, residual, &self.params, self.eps)
     }
 }
 
 /// Feed-forward expansion with its activation (`intermediate`).
 #[derive(Debug, Clone)]
 pub struct BertIntermediate {
-    dense: Linear,
+    /// `(hidden, intermediate)`: the transposed weight.
+    dense_t: Tensor,
+    bias: Tensor,
     activation: Activation,
 }
 
 impl BertIntermediate {
     /// Loads `dense` (`hidden_size` → `intermediate_size`) from `vb`.
     pub fn load(vb: VarBuilder, cfg: &Config) -> Result<Self> {
+        let dense = linear(cfg.hidden_size, cfg.intermediate_size, vb.pp("dense"))?;
         Ok(Self {
-            dense: linear(cfg.hidden_size, cfg.intermediate_size, vb.pp("dense"))?,
+            dense_t: dense.weight().t()?,
+            bias: bias_of(&dense)?,
             activation: cfg.hidden_act,
         })
     }
 }
 
 impl Module for BertIntermediate {
+    /// `(rows, hidden)` → `(rows, intermediate)`.
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
-        self.activation.forward(&self.dense.forward(xs)?)
+        let xs = xs.matmul(&self.dense_t)?;
+        match self.activation {
+            Activation::GeluErf => crate::kernels::bias_gelu(&xs, &self.bias),
+            other => other.forward(&xs.broadcast_add(&self.bias)?),
+        }
     }
 }
 
@@ -281,9 +307,10 @@ impl BertLayer {
         })
     }
 
-    /// `(batch, seq, hidden)` → `(batch, seq, hidden)`.
-    pub fn forward(&self, xs: &Tensor, lengths: &[usize]) -> Result<Tensor> {
-        let attended = self.attention.forward(xs, lengths)?;
+    /// `(batch·seq, hidden)` → `(batch·seq, hidden)`; see
+    /// [`BertSelfAttention::forward`].
+    pub fn forward(&self, xs: &Tensor, seq: usize, lengths: &[usize]) -> Result<Tensor> {
+        let attended = self.attention.forward(xs, seq, lengths)?;
         let xs = self.attention_output.forward(&attended, xs)?;
         let expanded = self.intermediate.forward(&xs)?;
         self.output.forward(&expanded, &xs)
@@ -367,10 +394,13 @@ impl BertModel {
         if self.dtype != DType::F32 {
             candle_core::bail!("the encoder runs in f32, not {:?}", self.dtype);
         }
-        let mut xs = self.embeddings.forward(input_ids, token_type_ids)?;
+        let hidden = self.embeddings.forward(input_ids, token_type_ids)?;
+        let width = hidden.dim(2)?;
+        let mut xs = hidden.reshape((b * t, width))?;
         for layer in &self.layers {
-            xs = layer.forward(&xs, lengths)?;
+            xs = layer.forward(&xs, t, lengths)?;
         }
+        let mut xs = xs.reshape((b, t, width))?;
         if lengths.iter().any(|&n| n < t) {
             // Zero the padding rows so that no caller reads stale numbers.
             let keep: Vec<f32> = lengths

@@ -17,15 +17,35 @@
 //!   zero: nothing reads them (pooling and the other layers' row-wise ops
 //!   never mix rows). Texts run in parallel.
 //!
-//! Both are inference-only (`apply_op1_no_bwd`); the encoder is not
-//! trained here.
+//! - [`bias_gelu`] and [`bias_residual_layer_norm`]: the epilogues of the
+//!   feed-forward and output projections in one pass each, so that a
+//!   layer's only other work is its three matrix products, and candle's
+//!   element-wise thread pool (which spins between ops and competes with
+//!   the matrix products' threads on a 2-core machine) is never woken.
+//!
+//! All are inference-only (`apply_op*_no_bwd`); the encoder is not trained
+//! here.
 
 use candle_core::backend::BackendStorage as _;
-use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
 /// Lanes the hand-unrolled loops accumulate over (one AVX2 register of f32).
 const LANES: usize = 8;
+
+/// Rows per parallel task of the row-wise kernels.
+const ROWS_PER_TASK: usize = 16;
+
+/// The f32 elements of a contiguous tensor's storage.
+fn contiguous_f32<'a>(what: &str, storage: &'a CpuStorage, layout: &Layout) -> Result<&'a [f32]> {
+    let CpuStorage::F32(src) = storage else {
+        candle_core::bail!("{what}: f32 only, got {:?}", storage.dtype())
+    };
+    let Some((start, end)) = layout.contiguous_offsets() else {
+        candle_core::bail!("{what}: input must be contiguous")
+    };
+    Ok(&src[start..end])
+}
 
 /// Error function, `erf(x)`, as a rational function of `x` clamped to
 /// [−4, 4] (Eigen's `generic_fast_erf_float`); absolute error < 1e-6.
@@ -82,13 +102,7 @@ impl CustomOp1 for GeluErf {
     }
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(src) = storage else {
-            candle_core::bail!("gelu_erf: f32 only, got {:?}", storage.dtype())
-        };
-        let Some((start, end)) = layout.contiguous_offsets() else {
-            candle_core::bail!("gelu_erf: input must be contiguous")
-        };
-        let src = &src[start..end];
+        let src = contiguous_f32("gelu_erf", storage, layout)?;
         let mut dst = vec![0f32; src.len()];
         const CHUNK: usize = 1 << 14;
         dst.par_chunks_mut(CHUNK)
@@ -107,78 +121,90 @@ pub fn gelu_erf(xs: &Tensor) -> Result<Tensor> {
     xs.contiguous()?.apply_op1_no_bwd(&GeluErf)
 }
 
-/// Dot product of two equal-length slices, accumulated in [`LANES`] lanes.
-#[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; LANES];
-    let (ac, ar) = a.split_at(a.len() - a.len() % LANES);
-    let (bc, br) = b.split_at(ac.len());
-    for (x, y) in ac.chunks_exact(LANES).zip(bc.chunks_exact(LANES)) {
-        for ((acc, x), y) in acc.iter_mut().zip(x).zip(y) {
-            *acc += x * y;
-        }
-    }
-    let tail: f32 = ar.iter().zip(br).map(|(x, y)| x * y).sum();
-    acc.iter().sum::<f32>() + tail
-}
-
 struct Attention<'a> {
     lengths: &'a [usize],
     heads: usize,
     scale: f32,
 }
 
-impl CustomOp1 for Attention<'_> {
+impl CustomOp2 for Attention<'_> {
     fn name(&self) -> &'static str {
         "tomlite-attention"
     }
 
-    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(src) = storage else {
-            candle_core::bail!("attention: f32 only, got {:?}", storage.dtype())
-        };
-        let Some((start, end)) = layout.contiguous_offsets() else {
-            candle_core::bail!("attention: input must be contiguous")
-        };
-        let (b, t, three_h) = layout.shape().dims3()?;
-        if three_h % 3 != 0 || (three_h / 3) % self.heads != 0 || self.lengths.len() != b {
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let qkv = contiguous_f32("attention", s1, l1)?;
+        let bias = contiguous_f32("attention bias", s2, l2)?;
+        let (b, t, three_h) = l1.shape().dims3()?;
+        if three_h % 3 != 0
+            || (three_h / 3) % self.heads != 0
+            || self.lengths.len() != b
+            || bias.len() != three_h
+        {
             candle_core::bail!(
-                "attention: shape ({b}, {t}, {three_h}) does not fit {} heads and {} lengths",
+                "attention: shape ({b}, {t}, {three_h}) does not fit {} heads, {} lengths and a bias of {}",
                 self.heads,
-                self.lengths.len()
+                self.lengths.len(),
+                bias.len()
             );
         }
         let hidden = three_h / 3;
         let d = hidden / self.heads;
-        let qkv = &src[start..end];
         let mut out = vec![0f32; b * t * hidden];
         out.par_chunks_mut(t * hidden)
             .zip(qkv.par_chunks(t * three_h))
             .zip(self.lengths.par_iter())
             .for_each(|((out, qkv), &len)| {
                 let len = len.min(t);
-                let mut probs = vec![0f32; len];
+                let mut scores = vec![0f32; len];
+                // One head's keys, transposed (d rows of len), and values
+                // (len rows of d), biases added.
+                let mut kt = vec![0f32; d * len];
+                let mut v = vec![0f32; len * d];
+                let mut q = vec![0f32; d];
                 for h in 0..self.heads {
                     let (qo, ko, vo) = (h * d, hidden + h * d, 2 * hidden + h * d);
-                    for i in 0..len {
-                        let q = &qkv[i * three_h + qo..i * three_h + qo + d];
-                        let mut max = f32::NEG_INFINITY;
-                        for (j, p) in probs.iter_mut().enumerate() {
-                            let k = &qkv[j * three_h + ko..j * three_h + ko + d];
-                            *p = dot(q, k) * self.scale;
-                            max = max.max(*p);
+                    for j in 0..len {
+                        let row = &qkv[j * three_h..(j + 1) * three_h];
+                        for c in 0..d {
+                            kt[c * len + j] = row[ko + c] + bias[ko + c];
                         }
+                        for ((v, &x), &bv) in v[j * d..(j + 1) * d]
+                            .iter_mut()
+                            .zip(&row[vo..vo + d])
+                            .zip(&bias[vo..vo + d])
+                        {
+                            *v = x + bv;
+                        }
+                    }
+                    for i in 0..len {
+                        let row = &qkv[i * three_h + qo..i * three_h + qo + d];
+                        for ((q, &x), &bq) in q.iter_mut().zip(row).zip(&bias[qo..qo + d]) {
+                            *q = (x + bq) * self.scale;
+                        }
+                        scores.fill(0.0);
+                        for (c, &qc) in q.iter().enumerate() {
+                            for (s, &k) in scores.iter_mut().zip(&kt[c * len..(c + 1) * len]) {
+                                *s += qc * k;
+                            }
+                        }
+                        let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
                         let mut sum = 0f32;
-                        for p in probs.iter_mut() {
-                            *p = exp(*p - max);
-                            sum += *p;
+                        for s in scores.iter_mut() {
+                            *s = exp(*s - max);
+                            sum += *s;
                         }
                         let inv = 1.0 / sum;
                         let o = &mut out[i * hidden + h * d..i * hidden + h * d + d];
-                        for (j, &p) in probs.iter().enumerate() {
-                            let v = &qkv[j * three_h + vo..j * three_h + vo + d];
+                        for (j, &p) in scores.iter().enumerate() {
                             let w = p * inv;
-                            for (o, &v) in o.iter_mut().zip(v) {
+                            for (o, &v) in o.iter_mut().zip(&v[j * d..(j + 1) * d]) {
                                 *o += w * v;
                             }
                         }
@@ -192,16 +218,170 @@ impl CustomOp1 for Attention<'_> {
 /// Multi-head scaled dot-product attention from a fused projection.
 ///
 /// `qkv`: `(batch, seq, 3·hidden)` f32, the query, key and value
-/// projections side by side; `lengths[i]`: the real tokens of text `i`
-/// (keys and queries past it are padding). Returns `(batch, seq, hidden)`
-/// with heads concatenated, as BERT's `attention.self` does; padding rows
-/// are zero.
-pub fn attention(qkv: &Tensor, lengths: &[usize], heads: usize, scale: f32) -> Result<Tensor> {
-    qkv.contiguous()?.apply_op1_no_bwd(&Attention {
-        lengths,
-        heads,
-        scale,
-    })
+/// projections side by side before their `bias` (`3·hidden`) is added;
+/// `lengths[i]`: the real tokens of text `i` (keys and queries past it are
+/// padding). Returns `(batch, seq, hidden)` with heads concatenated, as
+/// BERT's `attention.self` does; padding rows are zero.
+pub fn attention(
+    qkv: &Tensor,
+    bias: &Tensor,
+    lengths: &[usize],
+    heads: usize,
+    scale: f32,
+) -> Result<Tensor> {
+    qkv.contiguous()?.apply_op2_no_bwd(
+        &bias.contiguous()?,
+        &Attention {
+            lengths,
+            heads,
+            scale,
+        },
+    )
+}
+
+struct BiasGelu;
+
+impl CustomOp2 for BiasGelu {
+    fn name(&self) -> &'static str {
+        "tomlite-bias-gelu"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let xs = contiguous_f32("bias_gelu", s1, l1)?;
+        let bias = contiguous_f32("bias_gelu bias", s2, l2)?;
+        let n = bias.len();
+        if n == 0 || xs.len() % n != 0 {
+            candle_core::bail!("bias_gelu: {} values do not fit a bias of {n}", xs.len());
+        }
+        let mut out = vec![0f32; xs.len()];
+        out.par_chunks_mut(n * ROWS_PER_TASK)
+            .zip(xs.par_chunks(n * ROWS_PER_TASK))
+            .for_each(|(out, xs)| {
+                for (out, xs) in out.chunks_exact_mut(n).zip(xs.chunks_exact(n)) {
+                    for ((o, &x), &b) in out.iter_mut().zip(xs).zip(bias) {
+                        let x = x + b;
+                        *o = 0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2));
+                    }
+                }
+            });
+        Ok((CpuStorage::F32(out), l1.shape().clone()))
+    }
+}
+
+/// `gelu_erf(xs + bias)`, `bias` broadcast over the rows of `xs`.
+pub fn bias_gelu(xs: &Tensor, bias: &Tensor) -> Result<Tensor> {
+    xs.contiguous()?
+        .apply_op2_no_bwd(&bias.contiguous()?, &BiasGelu)
+}
+
+struct BiasResidualNorm {
+    eps: f32,
+}
+
+impl CustomOp3 for BiasResidualNorm {
+    fn name(&self) -> &'static str {
+        "tomlite-bias-residual-layer-norm"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let xs = contiguous_f32("layer_norm", s1, l1)?;
+        let residual = contiguous_f32("layer_norm residual", s2, l2)?;
+        let params = contiguous_f32("layer_norm params", s3, l3)?;
+        let n = params.len() / 3;
+        if n == 0 || params.len() != 3 * n || xs.len() % n != 0 || residual.len() != xs.len() {
+            candle_core::bail!(
+                "layer_norm: {} values, {} residual values and {} parameters do not fit",
+                xs.len(),
+                residual.len(),
+                params.len()
+            );
+        }
+        let (bias, rest) = params.split_at(n);
+        let (gamma, beta) = rest.split_at(n);
+        let mut out = vec![0f32; xs.len()];
+        out.par_chunks_mut(n * ROWS_PER_TASK)
+            .zip(xs.par_chunks(n * ROWS_PER_TASK))
+            .zip(residual.par_chunks(n * ROWS_PER_TASK))
+            .for_each(|((out, xs), residual)| {
+                for ((out, xs), residual) in out
+                    .chunks_exact_mut(n)
+                    .zip(xs.chunks_exact(n))
+                    .zip(residual.chunks_exact(n))
+                {
+                    for (((o, &x), &r), &b) in out.iter_mut().zip(xs).zip(residual).zip(bias) {
+                        *o = x + r + b;
+                    }
+                    let mean = lane_sum(out) / n as f32;
+                    let var = lane_sum_sq_dev(out, mean) / n as f32;
+                    let inv = 1.0 / (var + self.eps).sqrt();
+                    for ((o, &g), &b) in out.iter_mut().zip(gamma).zip(beta) {
+                        *o = (*o - mean) * inv * g + b;
+                    }
+                }
+            });
+        Ok((CpuStorage::F32(out), l1.shape().clone()))
+    }
+}
+
+/// Sum of a slice in [`LANES`] lanes (vectorises; order differs from a
+/// serial sum only in rounding).
+fn lane_sum(xs: &[f32]) -> f32 {
+    let mut acc = [0f32; LANES];
+    let chunks = xs.chunks_exact(LANES);
+    let tail: f32 = chunks.remainder().iter().sum();
+    for c in chunks {
+        for (a, &x) in acc.iter_mut().zip(c) {
+            *a += x;
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// `Σ (x − mean)²` in [`LANES`] lanes.
+fn lane_sum_sq_dev(xs: &[f32], mean: f32) -> f32 {
+    let mut acc = [0f32; LANES];
+    let chunks = xs.chunks_exact(LANES);
+    let tail: f32 = chunks
+        .remainder()
+        .iter()
+        .map(|&x| (x - mean) * (x - mean))
+        .sum();
+    for c in chunks {
+        for (a, &x) in acc.iter_mut().zip(c) {
+            *a += (x - mean) * (x - mean);
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// `layer_norm(xs + bias + residual)` over the last dimension, with
+/// `params` = `[bias; gamma; beta]` stacked as `(3, n)`; the variance is the
+/// biased one and `eps` sits inside the square root, as in PyTorch.
+pub fn bias_residual_layer_norm(
+    xs: &Tensor,
+    residual: &Tensor,
+    params: &Tensor,
+    eps: f32,
+) -> Result<Tensor> {
+    xs.contiguous()?.apply_op3_no_bwd(
+        &residual.contiguous()?,
+        &params.contiguous()?,
+        &BiasResidualNorm { eps },
+    )
 }
 
 #[cfg(test)]
@@ -298,13 +478,15 @@ mod tests {
         let dev = candle_core::Device::Cpu;
         let (b, t, heads, d) = (3, 7, 4, 12);
         let qkv = Tensor::randn(0f32, 1.0, (b, t, 3 * heads * d), &dev).unwrap();
+        let bias = Tensor::randn(0f32, 1.0, 3 * heads * d, &dev).unwrap();
         let lengths = [7, 3, 5];
         let scale = 1.0 / (d as f64).sqrt();
-        let ours = attention(&qkv, &lengths, heads, scale as f32)
+        let ours = attention(&qkv, &bias, &lengths, heads, scale as f32)
             .unwrap()
             .to_vec3::<f32>()
             .unwrap();
-        let theirs = reference(&qkv, &lengths, heads, scale)
+        let with_bias = qkv.broadcast_add(&bias).unwrap();
+        let theirs = reference(&with_bias, &lengths, heads, scale)
             .to_vec3::<f32>()
             .unwrap();
         for (i, &n) in lengths.iter().enumerate() {
@@ -322,5 +504,28 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn bias_gelu_and_layer_norm_match_candle() {
+        let dev = candle_core::Device::Cpu;
+        let (rows, n) = (37, 24);
+        let xs = Tensor::randn(0f32, 2.0, (rows, n), &dev).unwrap();
+        let residual = Tensor::randn(0f32, 1.0, (rows, n), &dev).unwrap();
+        let bias = Tensor::randn(0f32, 1.0, n, &dev).unwrap();
+        let gamma = Tensor::randn(1f32, 0.1, n, &dev).unwrap();
+        let beta = Tensor::randn(0f32, 0.1, n, &dev).unwrap();
+
+        let ours = bias_gelu(&xs, &bias).unwrap();
+        let theirs = xs.broadcast_add(&bias).unwrap().gelu_erf().unwrap();
+        let diff = (ours - theirs).unwrap().abs().unwrap().max_all().unwrap();
+        assert!(diff.to_scalar::<f32>().unwrap() < 1e-5);
+
+        let params = Tensor::stack(&[&bias, &gamma, &beta], 0).unwrap();
+        let ours = bias_residual_layer_norm(&xs, &residual, &params, 1e-12).unwrap();
+        let summed = xs.broadcast_add(&bias).unwrap().add(&residual).unwrap();
+        let theirs = candle_nn::ops::layer_norm_slow(&summed, &gamma, &beta, 1e-12).unwrap();
+        let diff = (ours - theirs).unwrap().abs().unwrap().max_all().unwrap();
+        assert!(diff.to_scalar::<f32>().unwrap() < 1e-4);
     }
 }
