@@ -154,6 +154,39 @@ impl Head {
         Ok(p.to_vec2::<f32>()?)
     }
 
+    /// The linear head whose weights are the mean of `members`' weights:
+    /// its logits are the mean of theirs, so a bagged ensemble of linear
+    /// heads runs as one head. Errors when `members` is empty, when one has
+    /// a hidden layer (their logits would not average this way), or when
+    /// their shapes differ. The temperature is 1.
+    pub fn average(members: &[Head]) -> Result<Self, Error> {
+        let Some(first) = members.first() else {
+            return Err(Error::InvalidOptions {
+                reason: "no heads to average".into(),
+            });
+        };
+        if members
+            .iter()
+            .any(|m| m.w2.is_some() || m.spec != first.spec)
+        {
+            return Err(Error::InvalidOptions {
+                reason: "only linear heads of one spec can be averaged".into(),
+            });
+        }
+        let k = members.len() as f64;
+        let mean = |get: fn(&Head) -> &Tensor| -> Result<Tensor, Error> {
+            let stacked = Tensor::stack(&members.iter().map(get).collect::<Vec<_>>(), 0)?;
+            Ok((stacked.sum(0)? / k)?)
+        };
+        Ok(Self {
+            spec: first.spec.clone(),
+            w1: mean(|h| &h.w1)?,
+            b1: mean(|h| &h.b1)?,
+            w2: None,
+            temperature: 1.0,
+        })
+    }
+
     /// Trains a head from embeddings `x` (`[n, dim]`) and targets.
     pub fn train(
         spec: HeadSpec,

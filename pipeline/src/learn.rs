@@ -167,6 +167,9 @@ fn embed(
 
 struct TomSet {
     texts: Vec<String>,
+    /// Per example: the index of the record it comes from (a record and
+    /// its quotes share one), so that resampling keeps them together.
+    group: Vec<usize>,
     kinds: Vec<Vec<usize>>,
     affect: Vec<usize>,
     intensity: Vec<usize>,
@@ -175,11 +178,12 @@ struct TomSet {
 fn tom_set(records: &[LabeledRecord], path: &str, with_quotes: bool) -> Result<TomSet, LearnError> {
     let mut s = TomSet {
         texts: Vec::new(),
+        group: Vec::new(),
         kinds: Vec::new(),
         affect: Vec::new(),
         intensity: Vec::new(),
     };
-    for r in records {
+    for (g, r) in records.iter().enumerate() {
         let label = |field: &'static str, labels: &[&str], l: &str| {
             index_of(labels, l).ok_or_else(|| LearnError::Label {
                 path: path.to_string(),
@@ -197,6 +201,7 @@ fn tom_set(records: &[LabeledRecord], path: &str, with_quotes: bool) -> Result<T
         let a = label("affect", &AFFECTS, &r.gold.affect)?;
         let i = label("intensity", &INTENSITIES, &r.gold.intensity)?;
         s.texts.push(r.text.clone());
+        s.group.push(g);
         s.kinds.push(kinds.clone());
         s.affect.push(a);
         s.intensity.push(i);
@@ -206,6 +211,7 @@ fn tom_set(records: &[LabeledRecord], path: &str, with_quotes: bool) -> Result<T
             for (q, &k) in r.gold.source_quotes.iter().zip(&kinds) {
                 if q.trim() != r.text.trim() {
                     s.texts.push(q.clone());
+                    s.group.push(g);
                     s.kinds.push(vec![k]);
                     s.affect.push(a);
                     s.intensity.push(i);
@@ -214,6 +220,97 @@ fn tom_set(records: &[LabeledRecord], path: &str, with_quotes: bool) -> Result<T
         }
     }
     Ok(s)
+}
+
+/// Members of the bagged linear heads.
+const BAG_MEMBERS: usize = 9;
+
+/// A linear head bagged over records, with its out-of-bag logits.
+///
+/// Each of [`BAG_MEMBERS`] members trains on a bootstrap sample of the
+/// records (a record and its quotes drawn together) with its own seed; the
+/// head is their weight average ([`Head::average`]: the mean of their
+/// logits). Every record is left out by about a third of the members, and
+/// the mean of those members' logits on it is an honest held-out score
+/// from the training data alone: the temperature is fitted on these, not
+/// on the dev split, which stays untouched for evaluation.
+struct Bagged {
+    head: Head,
+    /// Per example: mean logits of the members that did not see it, or
+    /// `None` when every member saw it.
+    oob: Vec<Option<Vec<f32>>>,
+}
+
+fn train_bagged(
+    spec: &HeadSpec,
+    x: &Tensor,
+    targets: &Targets,
+    group: &[usize],
+    opts: &TrainOptions,
+    mut on_epoch: impl FnMut(usize, usize, f64),
+) -> Result<Bagged, LearnError> {
+    let groups = group.iter().copied().max().map_or(0, |g| g + 1);
+    let mut rows_of: Vec<Vec<u32>> = vec![Vec::new(); groups];
+    for (i, &g) in group.iter().enumerate() {
+        rows_of[g].push(i as u32);
+    }
+    let mut rng = tomlite_models::heads::Rng::new(opts.seed ^ 0xBA66_ED00);
+    let out = spec.labels.len();
+    let mut oob_sum = vec![vec![0f32; out]; group.len()];
+    let mut oob_n = vec![0usize; group.len()];
+    let mut members = Vec::with_capacity(BAG_MEMBERS);
+    for m in 0..BAG_MEMBERS {
+        let mut drawn = vec![0usize; groups];
+        for _ in 0..groups {
+            drawn[(rng.next_u64() % groups as u64) as usize] += 1;
+        }
+        let rows: Vec<u32> = drawn
+            .iter()
+            .enumerate()
+            .flat_map(|(g, &c)| std::iter::repeat_n(&rows_of[g], c).flatten().copied())
+            .collect();
+        let idx = Tensor::from_vec(rows.clone(), rows.len(), x.device())?;
+        let xb = x.index_select(&idx, 0)?;
+        let tb = match targets {
+            Targets::Multi(t) => {
+                Targets::Multi(rows.iter().map(|&r| t[r as usize].clone()).collect())
+            }
+            Targets::Single { labels, weights } => Targets::Single {
+                labels: rows.iter().map(|&r| labels[r as usize]).collect(),
+                weights: rows.iter().map(|&r| weights[r as usize]).collect(),
+            },
+        };
+        let member_opts = TrainOptions {
+            seed: opts.seed.wrapping_add(m as u64),
+            ..opts.clone()
+        };
+        let head = Head::train(spec.clone(), &xb, &tb, &member_opts, |e, l| {
+            on_epoch(m, e, l)
+        })?;
+        let left_out: Vec<u32> = (0..group.len() as u32)
+            .filter(|&i| drawn[group[i as usize]] == 0)
+            .collect();
+        if !left_out.is_empty() {
+            let idx = Tensor::from_vec(left_out.clone(), left_out.len(), x.device())?;
+            let z = logits_rows(&head, &x.index_select(&idx, 0)?)?;
+            for (&i, z) in left_out.iter().zip(z) {
+                for (s, v) in oob_sum[i as usize].iter_mut().zip(z) {
+                    *s += v;
+                }
+                oob_n[i as usize] += 1;
+            }
+        }
+        members.push(head);
+    }
+    let oob = oob_sum
+        .into_iter()
+        .zip(oob_n)
+        .map(|(s, n)| (n > 0).then(|| s.into_iter().map(|v| v / n as f32).collect()))
+        .collect();
+    Ok(Bagged {
+        head: Head::average(&members)?,
+        oob,
+    })
 }
 
 fn multi_hot(kinds: &[Vec<usize>], n: usize) -> Vec<Vec<f32>> {
@@ -327,13 +424,15 @@ pub fn train(cfg: &TrainConfig, progress: &mut dyn FnMut(&str)) -> Result<Card, 
         hidden: 0,
     };
     let mut epochs_log = Vec::new();
-    let mut tom = Head::train(
-        tom_spec,
+    let tom_bag = train_bagged(
+        &tom_spec,
         &x_tr,
         &Targets::Multi(multi_hot(&tr.kinds, TOM_KINDS.len())),
+        &tr.group,
         &small,
-        |e, l| epochs_log.push(("tom_kind", e, l)),
+        |_, e, l| epochs_log.push(("tom_kind".to_string(), e, l)),
     )?;
+    let mut tom = tom_bag.head;
     // affect: GoEmotions train plus the ToM-lite train records, class-weighted.
     let x_aff = Tensor::cat(&[&x_ge_tr, &x_tr], 0)?;
     let mut aff_labels: Vec<usize> = ge_train
@@ -361,7 +460,7 @@ pub fn train(cfg: &TrainConfig, progress: &mut dyn FnMut(&str)) -> Result<Card, 
             epochs: cfg.options.epochs.div_ceil(4),
             ..cfg.options.clone()
         },
-        |e, l| epochs_log.push(("affect", e, l)),
+        |e, l| epochs_log.push(("affect".to_string(), e, l)),
     )?;
     // intensity: ToM-lite only.
     let int_spec = HeadSpec {
@@ -370,28 +469,80 @@ pub fn train(cfg: &TrainConfig, progress: &mut dyn FnMut(&str)) -> Result<Card, 
         multi_label: false,
         hidden: 0,
     };
-    let mut intensity = Head::train(
-        int_spec,
+    let int_bag = train_bagged(
+        &int_spec,
         &x_tr,
         &Targets::Single {
             labels: tr.intensity.iter().map(|&l| l as u32).collect(),
             weights: class_weights(&tr.intensity, INTENSITIES.len()),
         },
+        &tr.group,
         &small,
-        |e, l| epochs_log.push(("intensity", e, l)),
+        |_, e, l| epochs_log.push(("intensity".to_string(), e, l)),
     )?;
+    let mut intensity = int_bag.head;
+    // One line per head and epoch; a bagged head's loss is its members' mean.
+    let mut per_epoch: Vec<(String, usize, f64, usize)> = Vec::new();
     for (name, e, l) in &epochs_log {
-        progress(&format!("{name}: epoch {e:>3} loss {l:.4}"));
+        match per_epoch
+            .iter_mut()
+            .find(|(n, pe, _, _)| n == name && pe == e)
+        {
+            Some(entry) => {
+                entry.2 += l;
+                entry.3 += 1;
+            }
+            None => per_epoch.push((name.clone(), *e, *l, 1)),
+        }
+    }
+    for (name, e, sum, n) in &per_epoch {
+        let bag = if *n > 1 {
+            format!(" (mean of {n} bagged members)")
+        } else {
+            String::new()
+        };
+        progress(&format!(
+            "{name}: epoch {e:>3} loss {:.4}{bag}",
+            sum / *n as f64
+        ));
     }
 
-    // Calibration on held-out data.
-    let tom_dv = logits_rows(&tom, &x_dv)?;
-    let tom_gold: Vec<Vec<bool>> = dv
-        .kinds
-        .iter()
-        .map(|ks| (0..TOM_KINDS.len()).map(|i| ks.contains(&i)).collect())
+    // Calibration of the bagged heads on their out-of-bag logits of the
+    // training records (quotes left out: the classifier scores records).
+    let first_of_record: Vec<bool> = (0..tr.group.len())
+        .map(|i| i == 0 || tr.group[i] != tr.group[i - 1])
         .collect();
-    tom.temperature = fit_temperature_sigmoid(&tom_dv, &tom_gold);
+    let oob_rows = |oob: &[Option<Vec<f32>>]| -> Vec<usize> {
+        (0..oob.len())
+            .filter(|&i| first_of_record[i] && oob[i].is_some())
+            .collect()
+    };
+    let rows = oob_rows(&tom_bag.oob);
+    let tom_oob: Vec<Vec<f32>> = rows
+        .iter()
+        .filter_map(|&i| tom_bag.oob[i].clone())
+        .collect();
+    let tom_gold: Vec<Vec<bool>> = rows
+        .iter()
+        .map(|&i| {
+            (0..TOM_KINDS.len())
+                .map(|k| tr.kinds[i].contains(&k))
+                .collect()
+        })
+        .collect();
+    tom.temperature = fit_temperature_sigmoid(&tom_oob, &tom_gold);
+    let rows = oob_rows(&int_bag.oob);
+    let int_oob: Vec<Vec<f32>> = rows
+        .iter()
+        .filter_map(|&i| int_bag.oob[i].clone())
+        .collect();
+    let int_gold: Vec<usize> = rows.iter().map(|&i| tr.intensity[i]).collect();
+    intensity.temperature = fit_temperature_softmax(&int_oob, &int_gold);
+    progress(&format!(
+        "calibration: out-of-bag logits of {} training records ({} members per bag)",
+        rows.len(),
+        BAG_MEMBERS
+    ));
     let x_aff_dv = Tensor::cat(&[&x_ge_dv, &x_dv], 0)?;
     let mut aff_dv_gold: Vec<usize> = ge_dev
         .iter()
@@ -399,8 +550,6 @@ pub fn train(cfg: &TrainConfig, progress: &mut dyn FnMut(&str)) -> Result<Card, 
         .collect();
     aff_dv_gold.extend(&dv.affect);
     affect.temperature = fit_temperature_softmax(&logits_rows(&affect, &x_aff_dv)?, &aff_dv_gold);
-    intensity.temperature =
-        fit_temperature_softmax(&logits_rows(&intensity, &x_dv)?, &dv.intensity);
     progress(&format!(
         "temperatures: tom_kind {:.3}, affect {:.3}, intensity {:.3}",
         tom.temperature, affect.temperature, intensity.temperature

@@ -212,3 +212,60 @@ fn the_dev_split_is_about_fifteen_percent_and_stable() {
     assert!((1_300..1_700).contains(&n), "{n}");
     assert_eq!(is_dev("ta-0001"), is_dev("ta-0001"));
 }
+
+#[test]
+fn averaged_linear_heads_give_the_mean_of_their_logits() {
+    let (x, y) = blobs(300, 3, 5);
+    let single = Targets::Single {
+        labels: y.clone(),
+        weights: vec![1.0; y.len()],
+    };
+    let members: Vec<Head> = (0..3)
+        .map(|seed| {
+            let opts = TrainOptions {
+                epochs: 3,
+                batch_size: 32,
+                seed,
+                ..Default::default()
+            };
+            Head::train(
+                spec("intensity", 3, false, 0),
+                &x,
+                &single,
+                &opts,
+                |_, _| {},
+            )
+            .unwrap()
+        })
+        .collect();
+    let avg = Head::average(&members).unwrap();
+    let (xt, _) = blobs(50, 3, 6);
+    let got = avg.logits(&xt).unwrap().to_vec2::<f32>().unwrap();
+    let each: Vec<Vec<Vec<f32>>> = members
+        .iter()
+        .map(|m| m.logits(&xt).unwrap().to_vec2::<f32>().unwrap())
+        .collect();
+    for (r, row) in got.iter().enumerate() {
+        for (c, &v) in row.iter().enumerate() {
+            let mean = each.iter().map(|m| m[r][c]).sum::<f32>() / 3.0;
+            assert!((v - mean).abs() < 1e-4, "row {r} col {c}: {v} vs {mean}");
+        }
+    }
+    // Members differ (different seeds), so the average is not one of them.
+    assert_ne!(each[0], each[1]);
+    // A head with a hidden layer cannot be averaged this way.
+    let opts = TrainOptions {
+        epochs: 1,
+        ..Default::default()
+    };
+    let mlp = Head::train(
+        spec("intensity", 3, false, 4),
+        &x,
+        &single,
+        &opts,
+        |_, _| {},
+    )
+    .unwrap();
+    assert!(Head::average(&[mlp]).is_err());
+    assert!(Head::average(&[]).is_err());
+}
