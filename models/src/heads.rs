@@ -329,6 +329,10 @@ pub struct Card {
     /// Everything else the trainer wants on record.
     #[serde(default)]
     pub notes: serde_json::Value,
+    /// P(tag right) from the two best kinds' probabilities; cards without
+    /// it tag with the kind's own probability.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag_calibration: Option<crate::metrics::TagCalibration>,
 }
 
 /// The three heads and their card.

@@ -227,3 +227,185 @@ mod tests {
         assert!(ece(&conf_after, &correct, 10) < ece(&conf_before, &correct, 10));
     }
 }
+
+/// The probability that a tag is right, from the calibrated probabilities
+/// of the two best tom_kinds.
+///
+/// Per-kind sigmoids judge each kind alone; whether the *best* kind is the
+/// right one also depends on how close the runner-up is (two kinds both at
+/// 0.8 are a coin toss between neighbours). This is a logistic regression
+/// of "the tag is right" on `[1, logit(p_tag), logit(p_other)]`, fitted on
+/// held-out scores: one for the primary tag (other = runner-up) and one for
+/// the second tag (other = the primary).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TagCalibration {
+    /// Coefficients for the primary tag: bias, own logit, runner-up logit.
+    pub primary: [f64; 3],
+    /// Coefficients for the second tag: bias, own logit, primary's logit.
+    pub secondary: [f64; 3],
+    /// Records it was fitted on.
+    pub n: usize,
+}
+
+fn logit(p: f64) -> f64 {
+    let p = p.clamp(1e-6, 1.0 - 1e-6);
+    (p / (1.0 - p)).ln()
+}
+
+fn logistic3(w: &[f64; 3], own: f64, other: f64) -> f64 {
+    let z = w[0] + w[1] * logit(own) + w[2] * logit(other);
+    1.0 / (1.0 + (-z).exp())
+}
+
+/// Fits `[bias, w_own, w_other]` by Newton's method on the mean log-loss
+/// with a small ridge (1e-3) that keeps it defined on separable data.
+fn fit_logistic3(rows: &[(f64, f64, bool)]) -> [f64; 3] {
+    let mut w = [0.0, 1.0, 0.0];
+    if rows.is_empty() {
+        return w;
+    }
+    let n = rows.len() as f64;
+    let ridge = 1e-3;
+    for _ in 0..50 {
+        let mut g = [0.0; 3];
+        let mut h = [[0.0; 3]; 3];
+        for &(own, other, y) in rows {
+            let x = [1.0, logit(own), logit(other)];
+            let p = logistic3(&w, own, other);
+            let r = p - if y { 1.0 } else { 0.0 };
+            let s = (p * (1.0 - p)).max(1e-9);
+            for i in 0..3 {
+                g[i] += r * x[i] / n;
+                for j in 0..3 {
+                    h[i][j] += s * x[i] * x[j] / n;
+                }
+            }
+        }
+        for i in 0..3 {
+            g[i] += ridge * w[i];
+            h[i][i] += ridge;
+        }
+        let Some(step) = solve3(h, g) else { break };
+        for i in 0..3 {
+            w[i] -= step[i];
+        }
+        if step.iter().map(|s| s.abs()).fold(0.0, f64::max) < 1e-9 {
+            break;
+        }
+    }
+    w
+}
+
+/// Solves the 3×3 system `a·x = b` by Gaussian elimination with partial
+/// pivoting; `None` when it is singular.
+fn solve3(mut a: [[f64; 3]; 3], mut b: [f64; 3]) -> Option<[f64; 3]> {
+    for col in 0..3 {
+        let pivot = (col..3).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs()))?;
+        if a[pivot][col].abs() < 1e-15 {
+            return None;
+        }
+        a.swap(col, pivot);
+        b.swap(col, pivot);
+        for row in col + 1..3 {
+            let f = a[row][col] / a[col][col];
+            let pivot_row = a[col];
+            for (x, p) in a[row].iter_mut().zip(pivot_row).skip(col) {
+                *x -= f * p;
+            }
+            b[row] -= f * b[col];
+        }
+    }
+    let mut x = [0.0; 3];
+    for row in (0..3).rev() {
+        let s: f64 = (row + 1..3).map(|k| a[row][k] * x[k]).sum();
+        x[row] = (b[row] - s) / a[row][row];
+    }
+    Some(x)
+}
+
+impl TagCalibration {
+    /// Fits both regressions. `rows`: per record, its calibrated per-kind
+    /// probabilities and the gold kinds (indices).
+    pub fn fit(rows: &[(Vec<f64>, Vec<usize>)]) -> Self {
+        let mut primary = Vec::with_capacity(rows.len());
+        let mut secondary = Vec::with_capacity(rows.len());
+        for (p, gold) in rows {
+            let mut order: Vec<usize> = (0..p.len()).collect();
+            order.sort_by(|&a, &b| p[b].total_cmp(&p[a]));
+            if let [k1, k2, ..] = order[..] {
+                primary.push((p[k1], p[k2], gold.contains(&k1)));
+                secondary.push((p[k2], p[k1], gold.contains(&k2)));
+            }
+        }
+        Self {
+            primary: fit_logistic3(&primary),
+            secondary: fit_logistic3(&secondary),
+            n: primary.len(),
+        }
+    }
+
+    /// P(the primary tag is right) given its probability and the runner-up's.
+    pub fn primary(&self, p_tag: f64, p_runner_up: f64) -> f64 {
+        logistic3(&self.primary, p_tag, p_runner_up)
+    }
+
+    /// P(the second tag is right) given its probability and the primary's.
+    pub fn secondary(&self, p_tag: f64, p_primary: f64) -> f64 {
+        logistic3(&self.secondary, p_tag, p_primary)
+    }
+}
+
+#[cfg(test)]
+mod tag_calibration_tests {
+    use super::*;
+
+    #[test]
+    fn close_runner_ups_lower_the_tags_probability() {
+        // Synthetic truth: the primary is right with probability p1·(1 − p2/2).
+        let mut rows = Vec::new();
+        let mut state = 7u64;
+        let mut next = || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for _ in 0..4000 {
+            let p1 = 0.5 + 0.5 * next();
+            let p2 = p1 * next();
+            let right = next() < p1 * (1.0 - p2 / 2.0);
+            let gold = if right { vec![0] } else { vec![2] };
+            rows.push((vec![p1, p2, 0.01], gold));
+        }
+        let cal = TagCalibration::fit(&rows);
+        assert_eq!(cal.n, 4000);
+        assert!(cal.primary(0.9, 0.1) > cal.primary(0.9, 0.85));
+        // Roughly right where the truth is known.
+        let truth = 0.9 * (1.0 - 0.1 / 2.0);
+        assert!(
+            (cal.primary(0.9, 0.1) - truth).abs() < 0.08,
+            "{}",
+            cal.primary(0.9, 0.1)
+        );
+        assert!(cal.primary(0.95, 0.05) > 0.5);
+    }
+
+    #[test]
+    fn solve3_solves_and_refuses_singular_systems() {
+        let x = solve3(
+            [[2.0, 1.0, 0.0], [1.0, 3.0, 1.0], [0.0, 1.0, 4.0]],
+            [3.0, 5.0, 5.0],
+        )
+        .unwrap();
+        for (got, want) in x.iter().zip([1.0, 1.0, 1.0]) {
+            assert!((got - want).abs() < 1e-12);
+        }
+        assert!(
+            solve3(
+                [[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [0.0, 0.0, 1.0]],
+                [1.0, 2.0, 3.0]
+            )
+            .is_none()
+        );
+    }
+}

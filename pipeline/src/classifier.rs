@@ -1,14 +1,17 @@
 //! The local classifier: the MiniLM encoder plus the trained heads, as an
 //! [`Annotator`]. It is the default annotator of `tomlite run`.
 //!
-//! Per record: the text and each of its sentences are embedded (identical
-//! strings once per batch); the heads give tom_kind probabilities
-//! (multi-label), an affect and an intensity from the text's embedding. Up to
-//! two kinds are tagged (primary first; a second one only when it clears
+//! Per record: one forward pass over the text (identical texts once per
+//! pass); the heads give tom_kind probabilities (multi-label), an affect and
+//! an intensity from the text's embedding, and score each sentence on the
+//! text's token states pooled over it. A tag's confidence is the
+//! probability that the tag is right, from the card's tag calibration
+//! (the kind's probability and its nearest rival's). Up to two kinds are
+//! tagged (primary first; a second one only when its confidence clears
 //! [`SECOND_KIND_MIN`]), each quoted by the sentence its kind scores highest
 //! on, at its byte offsets. The classifier abstains (no tag, but still an
-//! affect and an intensity) when its best kind is under the policy's
-//! `classifier_policy.abstain_below`.
+//! affect and an intensity) when the primary tag's confidence is under the
+//! policy's `classifier_policy.abstain_below`.
 
 use std::path::{Path, PathBuf};
 
@@ -338,19 +341,26 @@ impl Classifier {
         let labels = &self.heads.tom_kind.spec.labels;
         let mut order: Vec<usize> = (0..s.tom_kind.len()).collect();
         order.sort_by(|&a, &b| s.tom_kind[b].total_cmp(&s.tom_kind[a]));
-        let best = order
-            .first()
-            .map(|&k| (labels[k].clone(), f64::from(s.tom_kind[k])));
-        let mut tags = Vec::new();
-        if let Some(&k0) = order.first()
-            && f64::from(s.tom_kind[k0]) >= self.abstain_below
-        {
-            tags.push(k0);
-            if let Some(&k1) = order.get(1)
-                && s.tom_kind[k1] >= SECOND_KIND_MIN
-            {
-                tags.push(k1);
+        // Each tag's confidence is P(tag right): from the card's tag
+        // calibration when it has one, else the kind's own probability.
+        let p = |k: usize| f64::from(s.tom_kind[k]);
+        let cal = self.heads.card.tag_calibration.as_ref();
+        let mut best = order.first().map(|&k| (labels[k].clone(), p(k)));
+        let mut tags: Vec<(usize, f64)> = Vec::new();
+        if let [k0, k1, ..] = order[..] {
+            let c0 = cal.map_or(p(k0), |c| c.primary(p(k0), p(k1)));
+            best = Some((labels[k0].clone(), c0));
+            if c0 >= self.abstain_below {
+                tags.push((k0, c0));
+                let c1 = cal.map_or(p(k1), |c| c.secondary(p(k1), p(k0)));
+                if c1 >= f64::from(SECOND_KIND_MIN) {
+                    tags.push((k1, c1));
+                }
             }
+        } else if let [k0] = order[..]
+            && p(k0) >= self.abstain_below
+        {
+            tags.push((k0, p(k0)));
         }
         let (ai, ac) = argmax(&s.affect);
         let (ii, ic) = argmax(&s.intensity);
@@ -359,11 +369,11 @@ impl Classifier {
             annotator: Some(self.id.clone()),
             tags: tags
                 .iter()
-                .map(|&k| {
+                .map(|&(k, c)| {
                     let (qs, qe) = s.quotes[k];
                     TagCandidate {
                         tom_kind: Some(labels[k].clone()),
-                        confidence: Some(round4(f64::from(s.tom_kind[k]))),
+                        confidence: Some(round4(c)),
                         quote: Quote {
                             text: Some(text[qs..qe].to_string()),
                             start: Some(qs as u64),

@@ -531,6 +531,28 @@ pub fn train(cfg: &TrainConfig, progress: &mut dyn FnMut(&str)) -> Result<Card, 
         })
         .collect();
     tom.temperature = fit_temperature_sigmoid(&tom_oob, &tom_gold);
+    // Then P(tag right) from the two best kinds, on the same out-of-bag rows.
+    let tag_rows: Vec<(Vec<f64>, Vec<usize>)> = rows
+        .iter()
+        .zip(&tom_oob)
+        .map(|(&i, z)| {
+            let p = z
+                .iter()
+                .map(|&v| tomlite_models::metrics::sigmoid_t(v, tom.temperature))
+                .collect();
+            (p, tr.kinds[i].clone())
+        })
+        .collect();
+    let tag_calibration = tomlite_models::metrics::TagCalibration::fit(&tag_rows);
+    progress(&format!(
+        "tag calibration: primary {:?}, secondary {:?}",
+        tag_calibration
+            .primary
+            .map(|w| (w * 1000.0).round() / 1000.0),
+        tag_calibration
+            .secondary
+            .map(|w| (w * 1000.0).round() / 1000.0)
+    ));
     let rows = oob_rows(&int_bag.oob);
     let int_oob: Vec<Vec<f32>> = rows
         .iter()
@@ -635,6 +657,7 @@ pub fn train(cfg: &TrainConfig, progress: &mut dyn FnMut(&str)) -> Result<Card, 
             "final_loss": epochs_log.iter().rev().map(|(n, e, l)| json!({"head": n, "epoch": e, "loss": l})).take(3).collect::<Vec<_>>(),
         }),
         notes: json!({"command": "tomlite train"}),
+        tag_calibration: Some(tag_calibration),
     };
     let mut heads = Heads {
         tom_kind: tom,

@@ -112,6 +112,7 @@ fn heads_learn_separable_data_reproducibly_and_round_trip() {
         training_data: serde_json::Value::Null,
         training: serde_json::Value::Null,
         notes: serde_json::Value::Null,
+        tag_calibration: None,
     };
     let mut heads = Heads {
         tom_kind: tom,
