@@ -361,7 +361,9 @@ mod tag_calibration_tests {
 
     #[test]
     fn close_runner_ups_lower_the_tags_probability() {
-        // Synthetic truth: the primary is right with probability p1·(1 − p2/2).
+        // Synthetic truth in the model's own family: P(primary right) =
+        // σ(0.5 + 1.2·logit(p1) − 0.8·logit(p2)); the fit must recover it.
+        let truth = [0.5, 1.2, -0.8];
         let mut rows = Vec::new();
         let mut state = 7u64;
         let mut next = || {
@@ -370,24 +372,19 @@ mod tag_calibration_tests {
                 .wrapping_add(1442695040888963407);
             (state >> 11) as f64 / (1u64 << 53) as f64
         };
-        for _ in 0..4000 {
-            let p1 = 0.5 + 0.5 * next();
+        for _ in 0..20_000 {
+            let p1 = 0.3 + 0.69 * next();
             let p2 = p1 * next();
-            let right = next() < p1 * (1.0 - p2 / 2.0);
+            let right = next() < logistic3(&truth, p1, p2);
             let gold = if right { vec![0] } else { vec![2] };
-            rows.push((vec![p1, p2, 0.01], gold));
+            rows.push((vec![p1, p2, 0.001], gold));
         }
         let cal = TagCalibration::fit(&rows);
-        assert_eq!(cal.n, 4000);
+        assert_eq!(cal.n, 20_000);
+        for (got, want) in cal.primary.iter().zip(truth) {
+            assert!((got - want).abs() < 0.15, "{:?} vs {truth:?}", cal.primary);
+        }
         assert!(cal.primary(0.9, 0.1) > cal.primary(0.9, 0.85));
-        // Roughly right where the truth is known.
-        let truth = 0.9 * (1.0 - 0.1 / 2.0);
-        assert!(
-            (cal.primary(0.9, 0.1) - truth).abs() < 0.08,
-            "{}",
-            cal.primary(0.9, 0.1)
-        );
-        assert!(cal.primary(0.95, 0.05) > 0.5);
     }
 
     #[test]

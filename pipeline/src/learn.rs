@@ -815,6 +815,8 @@ pub fn eval_records(
         (0usize, 0usize, 0usize, 0usize);
     let (mut kc_before, mut kok_before, mut kc_after, mut kok_after) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Every tag the classifier emits: its confidence and whether it is right.
+    let (mut tag_conf, mut tag_ok) = (Vec::new(), Vec::new());
     let (mut promoted_no_signal, mut quote_hits, mut quote_total, mut abstained) =
         (0usize, 0usize, 0usize, 0usize);
     for chunk in records.chunks(64) {
@@ -839,6 +841,12 @@ pub fn eval_records(
                 .collect();
             if pk.is_empty() {
                 abstained += 1;
+            }
+            for t in &ann.tags {
+                if let (Some(k), Some(c)) = (&t.tom_kind, t.confidence) {
+                    tag_conf.push(c);
+                    tag_ok.push(r.gold.tom_kinds.contains(k));
+                }
             }
             let argmax = |p: &[f32]| {
                 let (i, v) = tomlite_models::metrics::argmax(p);
@@ -950,6 +958,18 @@ pub fn eval_records(
                      "ece_before": ece(&kc_before, &kok_before, 15), "ece_after": ece(&kc_after, &kok_after, 15)},
         "affect": head_report(&aff_labels, &ga, &pa, &ca, &ra),
         "intensity": head_report(&int_labels, &gi, &pi, &ci, &ri),
+        "tags": {
+            "n": tag_conf.len(),
+            "precision": ratio(tag_ok.iter().filter(|&&b| b).count(), tag_ok.len()),
+            "ece": ece(&tag_conf, &tag_ok, 10),
+            "at_or_above_0_8": {
+                "n": tag_conf.iter().filter(|&&c| c >= 0.8).count(),
+                "precision": ratio(
+                    tag_conf.iter().zip(&tag_ok).filter(|&(&c, &ok)| c >= 0.8 && ok).count(),
+                    tag_conf.iter().filter(|&&c| c >= 0.8).count()
+                ),
+            },
+        },
         "policy": {
             "promoted_tags": promoted,
             "promoted_tag_precision": ratio(promoted_right, promoted),

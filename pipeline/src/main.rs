@@ -580,6 +580,17 @@ fn cmd_eval(args: EvalArgs) -> Result<(), Failure> {
                 );
             }
         }
+        let t = &s["tags"];
+        if !t.is_null() {
+            println!(
+                "tags       {} emitted  precision {}  ECE of their confidence {}  at >= 0.8: {} tags, precision {}",
+                t["n"],
+                t["precision"],
+                t["ece"],
+                t["at_or_above_0_8"]["n"],
+                t["at_or_above_0_8"]["precision"]
+            );
+        }
         let p = &s["policy"];
         if !p.is_null() {
             println!(
