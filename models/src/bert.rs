@@ -35,7 +35,7 @@ pub enum Activation {
 impl Module for Activation {
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         match self {
-            Self::GeluErf => crate::kernels::gelu_erf(xs),
+            Self::GeluErf => xs.gelu_erf(),
             Self::GeluTanh => xs.gelu(),
             Self::Relu => xs.relu(),
         }

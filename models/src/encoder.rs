@@ -421,27 +421,6 @@ fn span_vector(
     Some(v)
 }
 
-/// Mean of `hidden` `(batch, seq, dim)` over the positions where `mask`
-/// `(batch, seq)` is 1 → `(batch, dim)`, as sentence-transformers' `Pooling`
-/// with `pooling_mode_mean_tokens` does.
-pub fn mean_pool(hidden: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
-    let mask = mask.to_dtype(hidden.dtype())?.unsqueeze(2)?;
-    let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
-    let counts = mask.sum(1)?.clamp(1e-9, f64::INFINITY)?;
-    summed.broadcast_div(&counts)
-}
-
-/// Divides each row of `xs` `(batch, dim)` by its L2 norm (at least 1e-12),
-/// as `torch.nn.functional.normalize` does.
-pub fn l2_normalize(xs: &Tensor) -> candle_core::Result<Tensor> {
-    let norms = xs
-        .sqr()?
-        .sum_keepdim(1)?
-        .sqrt()?
-        .clamp(1e-12, f64::INFINITY)?;
-    xs.broadcast_div(&norms)
-}
-
 fn read(path: &Path) -> Result<Vec<u8>, Error> {
     std::fs::read(path).map_err(|source| Error::ReadFile {
         path: path.to_path_buf(),

@@ -143,6 +143,11 @@ impl Head {
         })
     }
 
+    /// [`Head::logits`] as one row of floats per embedding.
+    pub fn logits_rows(&self, x: &Tensor) -> Result<Vec<Vec<f32>>, Error> {
+        Ok(self.logits(x)?.to_vec2::<f32>()?)
+    }
+
     /// Calibrated probabilities for a batch: per row, one per label.
     pub fn probabilities(&self, x: &Tensor) -> Result<Vec<Vec<f32>>, Error> {
         let z = (self.logits(x)? / self.temperature)?;

@@ -6,9 +6,9 @@
 //! transpose, a copy, a scale, a mask add and a softmax pass, each a tensor
 //! of its own. Here:
 //!
-//! - [`gelu_erf`]: `x·Φ(x)` with a rational approximation of `erf` (the one
-//!   Eigen and XLA use for f32; absolute error under 1e-6 against the exact
-//!   function) that the compiler vectorises for AVX2.
+//! - [`erf`] and [`exp`]: f32 approximations the compiler vectorises for
+//!   AVX2 (Eigen's and XLA's rational `erf`, absolute error under 1e-6;
+//!   Cephes' `expf`, relative error about 2e-7).
 //! - [`attention`]: scaled dot-product attention read straight from the
 //!   fused `[q | k | v]` projection, one pass per query row: scores against
 //!   the real keys only (padding keys are skipped, not masked with −∞),
@@ -19,15 +19,16 @@
 //!
 //! - [`bias_gelu`] and [`bias_residual_layer_norm`]: the epilogues of the
 //!   feed-forward and output projections in one pass each, so that a
-//!   layer's only other work is its three matrix products, and candle's
+//!   layer's only other work is its matrix products, and candle's
 //!   element-wise thread pool (which spins between ops and competes with
-//!   the matrix products' threads on a 2-core machine) is never woken.
+//!   the matrix products' threads on a 2-core machine) is not woken inside
+//!   the layers.
 //!
 //! All are inference-only (`apply_op*_no_bwd`); the encoder is not trained
 //! here.
 
 use candle_core::backend::BackendStorage as _;
-use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
 /// Lanes the hand-unrolled loops accumulate over (one AVX2 register of f32).
@@ -85,40 +86,6 @@ pub fn exp(x: f32) -> f32 {
     y = y * r + 5.000_000_1e-1;
     y = y * r * r + r + 1.0;
     y * f32::from_bits(((n as i32 + 127) as u32) << 23)
-}
-
-/// `x·Φ(x) = x/2·(1 + erf(x/√2))` for a slice.
-pub fn gelu_erf_slice(src: &[f32], dst: &mut [f32]) {
-    for (d, &x) in dst.iter_mut().zip(src) {
-        *d = 0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2));
-    }
-}
-
-struct GeluErf;
-
-impl CustomOp1 for GeluErf {
-    fn name(&self) -> &'static str {
-        "tomlite-gelu-erf"
-    }
-
-    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        let src = contiguous_f32("gelu_erf", storage, layout)?;
-        let mut dst = vec![0f32; src.len()];
-        const CHUNK: usize = 1 << 14;
-        dst.par_chunks_mut(CHUNK)
-            .zip(src.par_chunks(CHUNK))
-            .for_each(|(d, s)| gelu_erf_slice(s, d));
-        Ok((CpuStorage::F32(dst), layout.shape().clone()))
-    }
-}
-
-/// Exact-form GELU on an f32 tensor with the fast [`erf`]; other dtypes
-/// take candle's own `gelu_erf`.
-pub fn gelu_erf(xs: &Tensor) -> Result<Tensor> {
-    if xs.dtype() != candle_core::DType::F32 || !matches!(xs.device(), candle_core::Device::Cpu) {
-        return xs.gelu_erf();
-    }
-    xs.contiguous()?.apply_op1_no_bwd(&GeluErf)
 }
 
 struct Attention<'a> {
@@ -410,29 +377,6 @@ mod tests {
         }
         assert!(worst < 1e-6, "max relative exp error {worst}");
         assert!(exp(-1e4) < 1e-37 && exp(-1e4) >= 0.0);
-    }
-
-    #[test]
-    fn gelu_matches_candle_on_a_tensor() {
-        let dev = candle_core::Device::Cpu;
-        let xs: Vec<f32> = (0..5000).map(|i| (i as f32 - 2500.0) / 300.0).collect();
-        let t = Tensor::from_vec(xs, (50, 100), &dev).unwrap();
-        let ours = gelu_erf(&t)
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .to_vec1::<f32>()
-            .unwrap();
-        let theirs = t
-            .gelu_erf()
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .to_vec1::<f32>()
-            .unwrap();
-        for (a, b) in ours.iter().zip(&theirs) {
-            assert!((a - b).abs() < 1e-5, "{a} vs {b}");
-        }
     }
 
     /// Attention by candle's tensor ops with an additive mask, the

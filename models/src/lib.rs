@@ -50,7 +50,6 @@ pub mod metrics;
 
 pub use encoder::{
     CONFIG_FILE, EncodeOptions, EncodeStats, Encoded, Encoder, TOKENIZER_FILE, WEIGHTS_FILE,
-    l2_normalize, mean_pool,
 };
 pub use error::Error;
 

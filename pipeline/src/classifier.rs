@@ -228,24 +228,9 @@ impl Classifier {
         let flat: Vec<f32> = encoded.embeddings.iter().flatten().copied().collect();
         let x = candle_core::Tensor::from_vec(flat, (unique.len(), dim), &candle_core::Device::Cpu)
             .map_err(tomlite_models::Error::from)?;
-        let tom_logits = self
-            .heads
-            .tom_kind
-            .logits(&x)?
-            .to_vec2::<f32>()
-            .map_err(tomlite_models::Error::from)?;
-        let aff_logits = self
-            .heads
-            .affect
-            .logits(&x)?
-            .to_vec2::<f32>()
-            .map_err(tomlite_models::Error::from)?;
-        let int_logits = self
-            .heads
-            .intensity
-            .logits(&x)?
-            .to_vec2::<f32>()
-            .map_err(tomlite_models::Error::from)?;
+        let tom_logits = self.heads.tom_kind.logits_rows(&x)?;
+        let aff_logits = self.heads.affect.logits_rows(&x)?;
+        let int_logits = self.heads.intensity.logits_rows(&x)?;
 
         // tom_kind logits of every pooled sentence, in (text, sentence) order.
         let mut sentence_rows: Vec<Vec<usize>> = vec![Vec::new(); unique.len()];
@@ -271,11 +256,7 @@ impl Classifier {
             let xs =
                 candle_core::Tensor::from_vec(flat_sent, (n_sent, dim), &candle_core::Device::Cpu)
                     .map_err(tomlite_models::Error::from)?;
-            self.heads
-                .tom_kind
-                .logits(&xs)?
-                .to_vec2::<f32>()
-                .map_err(tomlite_models::Error::from)?
+            self.heads.tom_kind.logits_rows(&xs)?
         };
         let (tt, at, it) = (
             self.heads.tom_kind.temperature,

@@ -292,7 +292,7 @@ fn train_bagged(
             .collect();
         if !left_out.is_empty() {
             let idx = Tensor::from_vec(left_out.clone(), left_out.len(), x.device())?;
-            let z = logits_rows(&head, &x.index_select(&idx, 0)?)?;
+            let z = head.logits_rows(&x.index_select(&idx, 0)?)?;
             for (&i, z) in left_out.iter().zip(z) {
                 for (s, v) in oob_sum[i as usize].iter_mut().zip(z) {
                     *s += v;
@@ -337,10 +337,6 @@ fn class_weights(labels: &[usize], n: usize) -> Vec<f32> {
         .collect();
     let mean = labels.iter().map(|&l| w[l]).sum::<f32>() / labels.len().max(1) as f32;
     labels.iter().map(|&l| w[l] / mean).collect()
-}
-
-fn logits_rows(head: &Head, x: &Tensor) -> Result<Vec<Vec<f32>>, LearnError> {
-    Ok(head.logits(x)?.to_vec2::<f32>()?)
 }
 
 fn read_all(files: &[PathBuf]) -> Result<Vec<(String, LabeledRecord)>, LearnError> {
@@ -571,7 +567,7 @@ pub fn train(cfg: &TrainConfig, progress: &mut dyn FnMut(&str)) -> Result<Card, 
         .map(|e| index_of(&AFFECTS, e.affect).unwrap_or(5))
         .collect();
     aff_dv_gold.extend(&dv.affect);
-    affect.temperature = fit_temperature_softmax(&logits_rows(&affect, &x_aff_dv)?, &aff_dv_gold);
+    affect.temperature = fit_temperature_softmax(&affect.logits_rows(&x_aff_dv)?, &aff_dv_gold);
     progress(&format!(
         "temperatures: tom_kind {:.3}, affect {:.3}, intensity {:.3}",
         tom.temperature, affect.temperature, intensity.temperature
@@ -675,7 +671,7 @@ fn single_metrics(
     gold: &[usize],
     labels: &[&str],
 ) -> Result<serde_json::Value, LearnError> {
-    let logits = logits_rows(head, x)?;
+    let logits = head.logits_rows(x)?;
     let probs_at = |t: f64| -> Vec<Vec<f64>> {
         logits
             .iter()
@@ -712,7 +708,7 @@ fn tom_head_metrics(
     x: &Tensor,
     gold: &[Vec<usize>],
 ) -> Result<serde_json::Value, LearnError> {
-    let logits = logits_rows(head, x)?;
+    let logits = head.logits_rows(x)?;
     let at = |t: f64| -> Vec<Vec<f64>> {
         logits
             .iter()
