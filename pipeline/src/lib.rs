@@ -36,6 +36,7 @@ pub mod decide;
 pub mod events;
 mod journals;
 pub mod learn;
+pub mod mentions;
 pub mod nodes;
 mod parquet_in;
 pub mod policy;

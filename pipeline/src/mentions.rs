@@ -1,0 +1,516 @@
+//! Mentions in record text: names and aliases of registry nodes (linked to
+//! their node), and person-like names that are not in the registry
+//! (candidates for the curator's unknown-node queue).
+//!
+//! Linking rules ([`Linker::link`]):
+//! - one Aho-Corasick automaton over every name and alias of the registry,
+//!   built once per run and run over every record of the batch;
+//! - case-insensitive (Unicode lower-casing wherever it keeps a character's
+//!   byte length, so offsets into the folded text are offsets into the
+//!   text), with whether the case matched kept for the link's confidence;
+//! - whole words only: the characters around a match are not letters,
+//!   digits, `_`, or a hyphen that joins another word (`Samantha` is not
+//!   `Sam`, `kestrel-bot` is not `Kestrel`); a possessive (`Sam's`,
+//!   `Sam’s`, `James'`) ends a word;
+//! - longest match first: of overlapping matches the longest wins (`Sam
+//!   Patel` over `Sam`), then the leftmost.
+//!
+//! Unknown candidates ([`candidates`]) are found by shape, then scored by
+//! the classifier's person head on their words read in context:
+//! - `@handles` (agents and bots);
+//! - a title or kinship word followed by capitalised words (`Dr. Okafor`,
+//!   `Aunt Rosa`, `Farmor Ingrid`), or a capitalised kinship word alone
+//!   (`Mum`, `Oma`);
+//! - runs of capitalised words (`Priya`, `Sofia Reyes`).
+//!
+//! Never candidates: weekdays, months, holidays, `I` and its contractions,
+//! pronouns and other function words, acronyms (`CI`, `AWS`), words with
+//! digits, words with inner capitals (`GitHub`, `PostgreSQL`; `McKenzie`
+//! and `O'Brien` still count), and anything that overlaps a linked mention.
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+
+use crate::nodes::{Node, Registry};
+
+/// A registry name or alias found in a text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Linked {
+    /// Start byte in the text.
+    pub start: usize,
+    /// End byte (exclusive); a possessive suffix is not included.
+    pub end: usize,
+    /// Index of the node in [`Linker::nodes`].
+    pub node: usize,
+    /// Whether the text has the registry's own capitalisation.
+    pub exact_case: bool,
+}
+
+/// The automaton over a registry's names and aliases.
+#[derive(Debug, Clone)]
+pub struct Linker {
+    ac: Option<AhoCorasick>,
+    /// Per pattern: node index and the name as the registry writes it.
+    patterns: Vec<(usize, String)>,
+    nodes: Vec<Node>,
+}
+
+/// Lower-cases `s` character by character wherever the lower-case form has
+/// the same UTF-8 length, so byte offsets carry over unchanged.
+pub fn fold(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        let mut lower = c.to_lowercase();
+        match (lower.next(), lower.next()) {
+            (Some(l), None) if l.len_utf8() == c.len_utf8() => out.push(l),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// Whether `[start, end)` of `text` stands as whole words.
+fn whole_word(text: &str, start: usize, end: usize) -> bool {
+    let before = text[..start].chars().rev().take(2).collect::<Vec<_>>();
+    let after = text[end..].chars().take(2).collect::<Vec<_>>();
+    let joins = |x: &[char]| match x {
+        [c, ..] if is_word_char(*c) => true,
+        ['-', c, ..] => is_word_char(*c),
+        _ => false,
+    };
+    !joins(&before) && !joins(&after)
+}
+
+impl Linker {
+    /// Builds the automaton over every name and alias of `registry`.
+    pub fn new(registry: &Registry) -> Self {
+        let nodes = registry.nodes().to_vec();
+        let mut patterns = Vec::new();
+        for (i, n) in nodes.iter().enumerate() {
+            for name in std::iter::once(&n.name).chain(&n.aliases) {
+                let name = name.trim();
+                if !name.is_empty() && !patterns.iter().any(|(j, p)| *j == i && p == name) {
+                    patterns.push((i, name.to_string()));
+                }
+            }
+        }
+        let ac = (!patterns.is_empty()).then(|| {
+            AhoCorasickBuilder::new()
+                .match_kind(MatchKind::Standard)
+                .build(patterns.iter().map(|(_, p)| fold(p)))
+                .expect("registry names are valid patterns")
+        });
+        Self {
+            ac,
+            patterns,
+            nodes,
+        }
+    }
+
+    /// The registry's nodes; [`Linked::node`] indexes them.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// Registry mentions in `text`, in text order, none overlapping.
+    pub fn link(&self, text: &str) -> Vec<Linked> {
+        let Some(ac) = &self.ac else {
+            return Vec::new();
+        };
+        let folded = fold(text);
+        debug_assert_eq!(folded.len(), text.len());
+        let mut found: Vec<(usize, usize, usize)> = ac
+            .find_overlapping_iter(&folded)
+            .map(|m| (m.start(), m.end(), m.pattern().as_usize()))
+            .filter(|&(s, e, _)| {
+                text.is_char_boundary(s) && text.is_char_boundary(e) && whole_word(text, s, e)
+            })
+            .collect();
+        // Longest first, then leftmost; a match is kept when it overlaps
+        // none kept before it.
+        found.sort_by_key(|&(s, e, p)| (std::cmp::Reverse(e - s), s, p));
+        let mut kept: Vec<Linked> = Vec::new();
+        for (s, e, p) in found {
+            if kept.iter().any(|k| s < k.end && k.start < e) {
+                continue;
+            }
+            let (node, name) = &self.patterns[p];
+            kept.push(Linked {
+                start: s,
+                end: e,
+                node: *node,
+                exact_case: &text[s..e] == name,
+            });
+        }
+        kept.sort_by_key(|k| k.start);
+        kept
+    }
+}
+
+/// Why a span looks like a person or agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cue {
+    /// `@name`.
+    Handle,
+    /// A title or kinship word and a name (`Dr. Okafor`, `Aunt Rosa`).
+    Title,
+    /// A capitalised kinship word alone (`Mum`).
+    Kinship,
+    /// Capitalised words.
+    Name,
+}
+
+/// A person-like span that no registry name covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    /// Start byte.
+    pub start: usize,
+    /// End byte (exclusive), without a possessive suffix.
+    pub end: usize,
+    /// Its shape.
+    pub cue: Cue,
+    /// It starts its sentence (where any word is capitalised).
+    pub sentence_initial: bool,
+    /// More than one word.
+    pub multiword: bool,
+    /// Followed by a possessive (`'s`).
+    pub possessive: bool,
+}
+
+/// Number of [`Candidate::features`].
+pub const CANDIDATE_FEATURES: usize = 6;
+
+impl Candidate {
+    /// Shape features the person head reads next to the span's embedding.
+    pub fn features(&self) -> [f32; CANDIDATE_FEATURES] {
+        let b = |x: bool| if x { 1.0 } else { 0.0 };
+        [
+            b(self.sentence_initial),
+            b(self.cue == Cue::Handle),
+            b(self.cue == Cue::Title),
+            b(self.cue == Cue::Kinship),
+            b(self.multiword),
+            b(self.possessive),
+        ]
+    }
+}
+
+/// Titles and kinship words that take a name after them (lower-case, no period).
+const TITLES: &[&str] = &[
+    "dr", "doctor", "mr", "mrs", "ms", "mx", "miss", "prof", "professor", "aunt", "auntie",
+    "aunty", "uncle", "grandma", "grandpa", "granny", "grandad", "grandmother", "grandfather",
+    "sister", "brother", "father", "mother", "fr", "sr", "frau", "herr", "coach", "nurse",
+    "officer", "pastor", "rabbi", "imam", "judge", "captain", "capt", "sir", "lady", "madame",
+    "monsieur", "señor", "señora", "senhor", "senhora", "tia", "tía", "tio", "tío", "tante",
+    "onkel", "oma", "opa", "nonna", "nonno", "abuela", "abuelo", "avó", "avô", "farmor", "farfar",
+    "mormor", "morfar", "cousin", "baba", "nana",
+];
+
+/// Kinship words that name a person on their own when capitalised.
+const KINSHIP: &[&str] = &[
+    "mum", "mom", "mam", "mummy", "mommy", "dad", "daddy", "mama", "papa", "mamá", "papá", "oma",
+    "opa", "grandma", "grandpa", "granny", "grandad", "gran", "nana", "nan", "abuela", "abuelo",
+    "avó", "avô", "nonna", "nonno", "farmor", "farfar", "mormor", "morfar", "baba", "auntie",
+];
+
+/// Capitalised words that are never people.
+const NEVER: &[&str] = &[
+    // calendar
+    "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "mon", "tue",
+    "tues", "wed", "thu", "thurs", "fri", "sat", "sun", "january", "february", "march", "april",
+    "may", "june", "july", "august", "september", "october", "november", "december", "jan",
+    "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "christmas",
+    "easter", "eid", "diwali", "hanukkah", "ramadan", "thanksgiving", "halloween", "today",
+    "tomorrow", "yesterday", "tonight", "weekend",
+    // I and function words
+    "i", "i'm", "i've", "i'll", "i'd", "i’m", "i’ve", "i’ll", "i’d", "he", "she", "they", "we",
+    "you", "it", "me", "him", "her", "them", "us", "my", "our", "your", "his", "their", "its",
+    "this", "that", "these", "those", "the", "a", "an", "and", "but", "or", "so", "if", "when",
+    "then", "also", "just", "still", "not", "no", "yes", "ok", "okay", "oh", "ah", "um", "hey",
+    "hi", "hello", "thanks", "please", "sorry", "well", "maybe", "anyway", "honestly", "today's",
+    "user", "assistant", "agent", "persona", "session", "summary", "note", "notes", "update",
+    "todo", "re", "fyi", "ps", "on", "in", "at", "for", "with", "from", "to", "by", "of",
+    "after", "before", "during", "since", "until", "about", "over", "under", "between", "because",
+    "while", "although", "though", "as", "than", "what", "which", "who", "whom", "whose", "where",
+    "why", "how", "there", "here", "every", "each", "some", "any", "all", "both", "most",
+    "many", "much", "more", "less", "few", "none", "nothing", "something", "everything",
+    "everyone", "someone", "nobody", "somebody", "nope", "yeah", "yep", "wow", "ugh", "lol",
+];
+
+struct Word {
+    start: usize,
+    /// End of the word without a possessive suffix.
+    end: usize,
+    possessive: bool,
+    /// Ends with a period (`Dr.`).
+    period: bool,
+}
+
+/// Words of `text`: letters, digits, inner apostrophes and hyphens.
+fn words(text: &str) -> Vec<Word> {
+    let mut out = Vec::new();
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        if !is_word_char(chars[i].1) {
+            i += 1;
+            continue;
+        }
+        let start = chars[i].0;
+        let mut j = i;
+        while j < chars.len() {
+            let c = chars[j].1;
+            let inner = matches!(c, '\'' | '’' | '-')
+                && chars.get(j + 1).is_some_and(|n| is_word_char(n.1))
+                && j > i;
+            if is_word_char(c) || inner {
+                j += 1;
+            } else {
+                break;
+            }
+        }
+        let end_all = chars.get(j).map_or(text.len(), |c| c.0);
+        let w = &text[start..end_all];
+        let (end, possessive) = if let Some(stem) = w
+            .strip_suffix("'s")
+            .or_else(|| w.strip_suffix("’s"))
+            .filter(|s| !s.is_empty())
+        {
+            (start + stem.len(), true)
+        } else if chars.get(j).is_some_and(|c| matches!(c.1, '\'' | '’'))
+            && w.ends_with(['s', 'S'])
+        {
+            (end_all, true)
+        } else {
+            (end_all, false)
+        };
+        let period = chars.get(j).is_some_and(|c| c.1 == '.');
+        out.push(Word {
+            start,
+            end,
+            possessive,
+            period,
+        });
+        i = j;
+    }
+    out
+}
+
+fn capitalised(w: &str) -> bool {
+    let mut cs = w.chars();
+    let Some(first) = cs.next() else {
+        return false;
+    };
+    if !first.is_uppercase() || w.chars().any(|c| c.is_ascii_digit()) {
+        return false;
+    }
+    let letters: Vec<char> = w.chars().filter(|c| c.is_alphabetic()).collect();
+    if letters.len() >= 2 && letters.iter().all(|c| c.is_uppercase()) {
+        return false; // an acronym
+    }
+    // Inner capitals only after Mc/Mac, an apostrophe or a hyphen.
+    let chars: Vec<char> = w.chars().collect();
+    for k in 1..chars.len() {
+        if chars[k].is_uppercase() {
+            let prev = chars[k - 1];
+            let prefix: String = chars[..k].iter().collect();
+            if !(matches!(prev, '\'' | '’' | '-') || prefix == "Mc" || prefix == "Mac") {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Person-like spans of `text` that overlap none of `taken`, in text order.
+/// `sentences` are the text's sentence spans (for sentence-initial words).
+pub fn candidates(
+    text: &str,
+    sentences: &[(usize, usize)],
+    taken: &[(usize, usize)],
+) -> Vec<Candidate> {
+    let ws = words(text);
+    let lower = |w: &Word| fold(&text[w.start..w.end]);
+    let starts_sentence = |pos: usize| {
+        sentences.iter().any(|&(s, e)| {
+            s <= pos
+                && pos < e
+                && text[s..pos]
+                    .chars()
+                    .all(|c| !is_word_char(c) && c != '@')
+        }) || text[..pos].trim_end().ends_with([':', '"', '“'])
+    };
+    let free = |s: usize, e: usize| !taken.iter().any(|&(a, b)| s < b && a < e);
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < ws.len() {
+        let w = &ws[i];
+        // @handles
+        if w.start > 0 && text[..w.start].ends_with('@') {
+            let at = w.start - 1;
+            let before_ok = text[..at].chars().next_back().is_none_or(|c| !is_word_char(c));
+            if before_ok && free(at, w.end) {
+                out.push(Candidate {
+                    start: at,
+                    end: w.end,
+                    cue: Cue::Handle,
+                    sentence_initial: false,
+                    multiword: false,
+                    possessive: w.possessive,
+                });
+            }
+            i += 1;
+            continue;
+        }
+        let word = &text[w.start..w.end];
+        if !capitalised(word) {
+            i += 1;
+            continue;
+        }
+        let lw = lower(w);
+        let is_title = TITLES.contains(&lw.as_str());
+        // A run of capitalised words joined by single spaces (a title's
+        // period allowed): the name.
+        let mut j = i;
+        while j + 1 < ws.len() && !ws[j].possessive {
+            let gap = &text[ws[j].end..ws[j + 1].start];
+            let joined = gap == " " || (gap == ". " && ws[j].period && j == i && is_title);
+            let next = &text[ws[j + 1].start..ws[j + 1].end];
+            if joined && capitalised(next) && !NEVER.contains(&lower(&ws[j + 1]).as_str()) {
+                j += 1;
+            } else {
+                break;
+            }
+        }
+        let last = &ws[j];
+        let (cue, start) = if is_title && j > i {
+            (Cue::Title, w.start)
+        } else if j == i && KINSHIP.contains(&lw.as_str()) {
+            (Cue::Kinship, w.start)
+        } else if j == i && (NEVER.contains(&lw.as_str()) || is_title) {
+            i += 1;
+            continue;
+        } else {
+            (Cue::Name, w.start)
+        };
+        // A sentence-initial function word before a name: drop the word.
+        let (start, first) = if cue == Cue::Name && NEVER.contains(&lw.as_str()) {
+            (ws[i + 1].start, i + 1)
+        } else {
+            (start, i)
+        };
+        if free(start, last.end) {
+            out.push(Candidate {
+                start,
+                end: last.end,
+                cue,
+                sentence_initial: starts_sentence(start),
+                multiword: j > first,
+                possessive: last.possessive,
+            });
+        }
+        i = j + 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::segment::sentences;
+
+    fn registry(lines: &str) -> Registry {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("nodes.jsonl");
+        std::fs::write(&p, lines).unwrap();
+        Registry::load(&p).unwrap()
+    }
+
+    fn linked(l: &Linker, text: &str) -> Vec<(String, String, bool)> {
+        l.link(text)
+            .into_iter()
+            .map(|m| {
+                (
+                    text[m.start..m.end].to_string(),
+                    l.nodes()[m.node].id.clone(),
+                    m.exact_case,
+                )
+            })
+            .collect()
+    }
+
+    const NODES: &str = r#"{"id":"user:sam","kind":"user","name":"Sam Patel","aliases":["Sam"]}
+{"id":"agent:kestrel-bot","kind":"agent","name":"kestrel-bot","aliases":["Kestrel"]}
+{"id":"person:lucia","kind":"person","name":"Lucía","aliases":["Dr. Ruiz"]}
+"#;
+
+    #[test]
+    fn links_whole_words_longest_first_any_case_and_possessives() {
+        let l = Linker::new(&registry(NODES));
+        assert_eq!(
+            linked(&l, "Sam Patel met sam. Sam's idea; Samantha and Samuel came."),
+            [
+                ("Sam Patel".into(), "user:sam".into(), true),
+                ("sam".into(), "user:sam".into(), false),
+                ("Sam".into(), "user:sam".into(), true),
+            ]
+        );
+        assert_eq!(
+            linked(&l, "@kestrel-bot failed; Kestrel’s log; kestrel-botnet"),
+            [
+                ("kestrel-bot".into(), "agent:kestrel-bot".into(), true),
+                ("Kestrel".into(), "agent:kestrel-bot".into(), true),
+            ]
+        );
+        assert_eq!(
+            linked(&l, "LUCÍA and Dr. Ruiz"),
+            [
+                ("LUCÍA".into(), "person:lucia".into(), false),
+                ("Dr. Ruiz".into(), "person:lucia".into(), true),
+            ]
+        );
+    }
+
+    fn cands(text: &str, taken: &[(usize, usize)]) -> Vec<(String, Cue)> {
+        candidates(text, &sentences(text), taken)
+            .into_iter()
+            .map(|c| (text[c.start..c.end].to_string(), c.cue))
+            .collect()
+    }
+
+    #[test]
+    fn person_like_candidates_and_what_is_never_one() {
+        assert_eq!(
+            cands(
+                "On Monday I asked Priya and Dr. Okafor. Aunt Rosa's cake; Mum called. @kestrel-bot broke CI on GitHub in March.",
+                &[]
+            ),
+            [
+                ("Priya".into(), Cue::Name),
+                ("Dr. Okafor".into(), Cue::Title),
+                ("Aunt Rosa".into(), Cue::Title),
+                ("Mum".into(), Cue::Kinship),
+                ("@kestrel-bot".into(), Cue::Handle),
+            ]
+        );
+        assert_eq!(
+            cands("Then Sofia Reyes called; mail me@example.com.", &[]),
+            [("Sofia Reyes".into(), Cue::Name)]
+        );
+        // A span covered by a linked mention is not a candidate.
+        assert_eq!(cands("Priya met Jonas.", &[(0, 5)]), [("Jonas".into(), Cue::Name)]);
+    }
+
+    #[test]
+    fn sentence_start_and_possessive_are_marked() {
+        let t = "Berlin was cold. We met Kofi's sister.";
+        let c = candidates(t, &sentences(t), &[]);
+        assert_eq!(c.len(), 2);
+        assert!(c[0].sentence_initial && !c[0].possessive);
+        assert_eq!(&t[c[1].start..c[1].end], "Kofi");
+        assert!(!c[1].sentence_initial && c[1].possessive);
+    }
+}
