@@ -14,6 +14,12 @@ pub struct LabeledRecord {
     pub id: String,
     /// The record text.
     pub text: String,
+    /// The persona (memory links stay within one).
+    #[serde(default)]
+    pub persona_id: String,
+    /// When it was written (memory links point only at earlier records).
+    #[serde(default)]
+    pub created_at: String,
     /// The gold labels.
     pub gold: Gold,
 }
@@ -31,6 +37,18 @@ pub struct Gold {
     /// One verbatim quote per kind.
     #[serde(default)]
     pub source_quotes: Vec<String>,
+    /// Names of people and agents, as written.
+    #[serde(default)]
+    pub people: Vec<String>,
+    /// Registry nodes the record mentions (ids).
+    #[serde(default)]
+    pub mentions: Vec<String>,
+    /// Mentioned people and agents that are not in the registry, as written.
+    #[serde(default)]
+    pub unknown_mentions: Vec<String>,
+    /// Earlier records of the same persona this one follows up on.
+    #[serde(default)]
+    pub links_to: Vec<String>,
 }
 
 /// Reads a labeled JSONL file; a bad line is an error naming it.

@@ -338,6 +338,9 @@ pub struct Card {
     /// it tag with the kind's own probability.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tag_calibration: Option<crate::metrics::TagCalibration>,
+    /// Edge confidences and thresholds; cards without it propose no edges.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edges: Option<crate::metrics::EdgeCalibration>,
 }
 
 /// The three heads and their card.
@@ -349,6 +352,9 @@ pub struct Heads {
     pub affect: Head,
     /// intensity.
     pub intensity: Head,
+    /// Whether a candidate name is a person, from its words in context and
+    /// its shape (optional: older cards have none).
+    pub person: Option<Head>,
     /// The card.
     pub card: Card,
 }
@@ -391,6 +397,11 @@ impl Heads {
             tom_kind: head(0, "tom_kind")?,
             affect: head(1, "affect")?,
             intensity: head(2, "intensity")?,
+            person: if card.heads.len() > 3 {
+                Some(head(3, "person")?)
+            } else {
+                None
+            },
             card,
         })
     }
@@ -405,6 +416,7 @@ impl Heads {
         let mut ts = HashMap::new();
         for (i, h) in [&self.tom_kind, &self.affect, &self.intensity]
             .into_iter()
+            .chain(self.person.as_ref())
             .enumerate()
         {
             h.tensors(&mut ts);

@@ -247,7 +247,8 @@ pub struct TagCalibration {
     pub n: usize,
 }
 
-fn logit(p: f64) -> f64 {
+/// log(p / (1 - p)), with p clamped to [1e-6, 1 - 1e-6].
+pub fn logit(p: f64) -> f64 {
     let p = p.clamp(1e-6, 1.0 - 1e-6);
     (p / (1.0 - p)).ln()
 }
@@ -257,21 +258,51 @@ fn logistic3(w: &[f64; 3], own: f64, other: f64) -> f64 {
     1.0 / (1.0 + (-z).exp())
 }
 
-/// Fits `[bias, w_own, w_other]` by Newton's method on the mean log-loss
-/// with a small ridge (1e-3) that keeps it defined on separable data.
+/// Fits `[bias, w_own, w_other]` on `[1, logit(own), logit(other)]`.
 fn fit_logistic3(rows: &[(f64, f64, bool)]) -> [f64; 3] {
+    let x: Vec<([f64; 2], bool)> = rows
+        .iter()
+        .map(|&(own, other, y)| ([logit(own), logit(other)], y))
+        .collect();
+    fit_logistic(&x)
+}
+
+/// σ(w0 + w1·x1 + w2·x2).
+pub fn logistic(w: &[f64; 3], x: [f64; 2]) -> f64 {
+    1.0 / (1.0 + (-(w[0] + w[1] * x[0] + w[2] * x[1])).exp())
+}
+
+/// Fits a logistic regression `[bias, w1, w2]` on two features by Newton's
+/// method on the mean log-loss, with a small ridge (1e-3) that keeps it
+/// defined on separable data. Starts from `[0, 1, 0]`; no rows: that.
+pub fn fit_logistic(rows: &[([f64; 2], bool)]) -> [f64; 3] {
+    fit_logistic_ridge(rows, 1e-3)
+}
+
+/// [`fit_logistic`] with a chosen ridge; each Newton step is halved until
+/// the penalised loss does not rise, so it converges on separable data.
+pub fn fit_logistic_ridge(rows: &[([f64; 2], bool)], ridge: f64) -> [f64; 3] {
     let mut w = [0.0, 1.0, 0.0];
     if rows.is_empty() {
         return w;
     }
     let n = rows.len() as f64;
-    let ridge = 1e-3;
+    let loss = |w: &[f64; 3]| -> f64 {
+        rows.iter()
+            .map(|&(f, y)| {
+                let p = logistic(w, f).clamp(1e-12, 1.0 - 1e-12);
+                -(if y { p.ln() } else { (1.0 - p).ln() })
+            })
+            .sum::<f64>()
+            / n
+            + ridge * w.iter().map(|x| x * x).sum::<f64>() / 2.0
+    };
     for _ in 0..50 {
         let mut g = [0.0; 3];
         let mut h = [[0.0; 3]; 3];
-        for &(own, other, y) in rows {
-            let x = [1.0, logit(own), logit(other)];
-            let p = logistic3(&w, own, other);
+        for &(f, y) in rows {
+            let x = [1.0, f[0], f[1]];
+            let p = logistic(&w, f);
             let r = p - if y { 1.0 } else { 0.0 };
             let s = (p * (1.0 - p)).max(1e-9);
             for i in 0..3 {
@@ -285,10 +316,17 @@ fn fit_logistic3(rows: &[(f64, f64, bool)]) -> [f64; 3] {
             g[i] += ridge * w[i];
             h[i][i] += ridge;
         }
-        let Some(step) = solve3(h, g) else { break };
-        for i in 0..3 {
-            w[i] -= step[i];
+        let Some(mut step) = solve3(h, g) else { break };
+        let before = loss(&w);
+        let mut next = [w[0] - step[0], w[1] - step[1], w[2] - step[2]];
+        for _ in 0..30 {
+            if loss(&next) <= before + 1e-12 {
+                break;
+            }
+            step = step.map(|s| s / 2.0);
+            next = [w[0] - step[0], w[1] - step[1], w[2] - step[2]];
         }
+        w = next;
         if step.iter().map(|s| s.abs()).fold(0.0, f64::max) < 1e-9 {
             break;
         }
@@ -404,5 +442,59 @@ mod tag_calibration_tests {
             )
             .is_none()
         );
+    }
+}
+
+/// How sure an edge candidate is, from how sure its link is and how sure
+/// the kind of its sentence is (fitted by the trainer on held-out scores).
+///
+/// `P(edge right) = σ(w0 + w1·logit(p_link) + w2·logit(p_kind))`, where
+/// `p_link` is, for a registry match, the rate at which matches of its
+/// case class name a gold mention in the training records, and for a
+/// memory link `σ(a + b·cosine)`; `p_kind` is the calibrated probability
+/// of the kind the classifier gives the quoted sentence (the record's tag
+/// for memory links). An edge is right when its target is a gold mention
+/// (a gold link) and its relation one of the record's gold kinds.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct EdgeCalibration {
+    /// P(link right) of a registry match written as the registry writes it.
+    pub link_exact_case: f64,
+    /// P(link right) of a registry match in another case (`dev` for `Dev`).
+    pub link_other_case: f64,
+    /// Combination for registry and unknown-person edges.
+    pub mention: [f64; 3],
+    /// Registry matches it was fitted on.
+    pub n_mentions: usize,
+    /// An unknown candidate becomes an edge when P(person) reaches this.
+    pub person_min: f64,
+    /// P(memory link right) = σ(a + b·cosine): `[a, b]`.
+    pub memory_cosine: [f64; 2],
+    /// A memory link is proposed when its cosine reaches this (where
+    /// `memory_cosine` gives 0.5).
+    pub memory_min_cosine: f64,
+    /// Combination for memory links.
+    pub memory: [f64; 3],
+    /// Memory-link queries it was fitted on.
+    pub n_memory: usize,
+}
+
+impl EdgeCalibration {
+    /// P(edge right) of a registry or unknown-person edge.
+    pub fn mention(&self, p_link: f64, p_kind: f64) -> f64 {
+        logistic(&self.mention, [logit(p_link), logit(p_kind)])
+    }
+
+    /// P(link right) of a memory link at `cosine`.
+    pub fn memory_link(&self, cosine: f64) -> f64 {
+        let [a, b] = self.memory_cosine;
+        1.0 / (1.0 + (-(a + b * cosine)).exp())
+    }
+
+    /// P(edge right) of a memory link.
+    pub fn memory(&self, cosine: f64, p_kind: f64) -> f64 {
+        logistic(
+            &self.memory,
+            [logit(self.memory_link(cosine)), logit(p_kind)],
+        )
     }
 }

@@ -106,6 +106,9 @@ pub struct Annotation {
     pub edges: Vec<EdgeCandidate>,
     /// The annotator's best tom_kind when it abstained.
     pub best: Option<(String, f64)>,
+    /// The record's embedding, int8-quantised, when the annotator made one
+    /// (kept in the state for memory links).
+    pub embedding: Option<Vec<i8>>,
 }
 
 /// What an annotator said about one record.
@@ -171,6 +174,10 @@ pub trait Annotator {
     fn input_problems(&mut self) -> Vec<Reject> {
         Vec::new()
     }
+
+    /// The committed memories (their embeddings), given once before the
+    /// first batch; annotators that propose no memory links ignore them.
+    fn use_memories(&mut self, _memories: crate::memory::MemoryIndex) {}
 
     /// How many records [`Annotator::annotate`] should get at once.
     fn batch_size(&self) -> usize {

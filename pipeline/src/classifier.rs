@@ -22,8 +22,12 @@ use tomlite_models::metrics::{argmax, sigmoid_t, softmax_t};
 use tomlite_models::{EncodeStats, Encoder};
 
 use crate::annotation::{
-    AnnotateError, Annotated, Annotation, Annotator, AnnotatorInfo, Quote, Scored, TagCandidate,
+    AnnotateError, Annotated, Annotation, Annotator, AnnotatorInfo, EdgeCandidate, Quote, Scored,
+    TagCandidate,
 };
+use crate::memory::{MemoryIndex, quantize};
+use crate::mentions::{CANDIDATE_FEATURES, Candidate, Linked, Linker, candidates, fold};
+use crate::nodes::Registry;
 use crate::record::{Record, truncate};
 use crate::segment::sentences;
 
@@ -92,6 +96,14 @@ pub struct Classifier {
     id: String,
     sha256: String,
     digest: tomlite_staging::Digest,
+    /// Registry names and aliases, when a registry was given.
+    linker: Option<Linker>,
+    /// Committed memories, for memory-to-memory links.
+    memories: MemoryIndex,
+    /// When set: each memory's created_at; a link then points only at a
+    /// memory written before its record (evaluation on labeled data, where
+    /// every record is in the pool).
+    memory_times: Option<HashMap<String, String>>,
     /// What the encoder did so far.
     pub stats: ClassifierStats,
 }
@@ -117,7 +129,20 @@ pub struct Scores {
     pub truncated: bool,
     /// Uncalibrated logits of the text: tom_kind, affect, intensity.
     pub logits: [Vec<f32>; 3],
+    /// The text's embedding (unit length).
+    pub embedding: Vec<f32>,
+    /// Sentence spans of the text.
+    pub sentences: Vec<(usize, usize)>,
+    /// Per sentence: its most likely tom_kind and that kind's calibrated probability.
+    pub sentence_kinds: Vec<(usize, f32)>,
+    /// Registry names and aliases in the text.
+    pub linked: Vec<Linked>,
+    /// Person-like names not in the registry, with P(person).
+    pub unknown: Vec<(Candidate, f32)>,
 }
+
+/// Tom_kinds whose tags look for an earlier memory to link to.
+pub const MEMORY_LINK_KINDS: [&str; 2] = ["unresolved_thread", "goal"];
 
 fn to_f32(v: Vec<f64>) -> Vec<f32> {
     v.into_iter().map(|x| x as f32).collect()
@@ -160,8 +185,38 @@ impl Classifier {
             encoder,
             heads,
             abstain_below,
+            linker: None,
+            memories: MemoryIndex::default(),
+            memory_times: None,
             stats: ClassifierStats::default(),
         })
+    }
+
+    /// Links mentions of `registry`'s nodes from now on.
+    pub fn set_registry(&mut self, registry: &Registry) {
+        self.linker = Some(Linker::new(registry));
+    }
+
+    /// The memories that memory links may point to from now on.
+    pub fn set_memories(&mut self, memories: MemoryIndex) {
+        self.memories = memories;
+    }
+
+    /// Links only to memories created before their record, by these times.
+    pub fn set_memory_times(&mut self, times: HashMap<String, String>) {
+        self.memory_times = Some(times);
+    }
+
+    /// Text embeddings (unit length), one forward pass per text.
+    pub fn embed(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>, tomlite_models::Error> {
+        let e = self.encoder.encode(texts)?;
+        self.account(&e.stats, 0);
+        Ok(e.embeddings)
+    }
+
+    /// The edge calibration of the heads, if they have one.
+    pub fn edge_calibration(&self) -> Option<&tomlite_models::metrics::EdgeCalibration> {
+        self.heads.card.edges.as_ref()
     }
 
     /// The labels of the tom_kind head, in probability order.
@@ -201,14 +256,31 @@ impl Classifier {
                 unique.len() - 1
             }));
         }
-        let encoded = self.encoder.encode_with_spans(&unique, &unique_spans)?;
+        // Mentions: registry names, then person-like candidates around them,
+        // pooled from the same pass as the sentences.
+        let mut linked: Vec<Vec<Linked>> = Vec::with_capacity(unique.len());
+        let mut cands: Vec<Vec<Candidate>> = Vec::with_capacity(unique.len());
+        let mut pooled = unique_spans.clone();
+        for (u, t) in unique.iter().enumerate() {
+            let l = self.linker.as_ref().map(|k| k.link(t)).unwrap_or_default();
+            let c = if self.heads.person.is_some() {
+                let taken: Vec<(usize, usize)> = l.iter().map(|m| (m.start, m.end)).collect();
+                candidates(t, &sentences(t), &taken)
+            } else {
+                Vec::new()
+            };
+            pooled[u].extend(c.iter().map(|c| (c.start, c.end)));
+            linked.push(l);
+            cands.push(c);
+        }
+        let encoded = self.encoder.encode_with_spans(&unique, &pooled)?;
         self.account(&encoded.stats, texts.len() - unique.len());
 
         // Sentences outside the window: encode them on their own.
         let mut late: Vec<&str> = Vec::new();
         let mut late_ix: Vec<(usize, usize)> = Vec::new();
         for (u, vectors) in encoded.spans.iter().enumerate() {
-            for (k, v) in vectors.iter().enumerate() {
+            for (k, v) in vectors.iter().enumerate().take(unique_spans[u].len()) {
                 if v.is_none() {
                     let (s, e) = unique_spans[u][k];
                     late.push(&unique[u][s..e]);
@@ -240,7 +312,7 @@ impl Classifier {
             late_ix.iter().copied().zip(&late_vectors).collect();
         let zero = vec![0f32; dim];
         for (u, vectors) in encoded.spans.iter().enumerate() {
-            for (k, v) in vectors.iter().enumerate() {
+            for (k, v) in vectors.iter().enumerate().take(unique_spans[u].len()) {
                 let v = v
                     .as_ref()
                     .or_else(|| late_map.get(&(u, k)).copied())
@@ -275,6 +347,42 @@ impl Classifier {
             .iter()
             .map(|z| to_f32(softmax_t(z, it)))
             .collect();
+        // P(person) of every candidate: its words in context and its shape.
+        let mut person_p: Vec<Vec<f32>> = vec![Vec::new(); unique.len()];
+        if let Some(head) = &self.heads.person {
+            let mut rows: Vec<f32> = Vec::new();
+            let mut n = 0usize;
+            for (u, c) in cands.iter().enumerate() {
+                let vectors = encoded.spans.get(u).map_or(&[][..], |v| &v[..]);
+                for (k, cand) in c.iter().enumerate() {
+                    match vectors
+                        .get(unique_spans[u].len() + k)
+                        .and_then(Option::as_ref)
+                    {
+                        Some(v) => rows.extend_from_slice(v),
+                        None => rows.extend(std::iter::repeat_n(0f32, dim)),
+                    }
+                    rows.extend_from_slice(&cand.features());
+                    n += 1;
+                }
+            }
+            if n > 0 {
+                let x = candle_core::Tensor::from_vec(
+                    rows,
+                    (n, dim + CANDIDATE_FEATURES),
+                    &candle_core::Device::Cpu,
+                )
+                .map_err(tomlite_models::Error::from)?;
+                let z = head.logits_rows(&x)?;
+                let mut it = z.into_iter();
+                for (u, c) in cands.iter().enumerate() {
+                    for _ in c {
+                        let zi = it.next().map_or(0.0, |r| r[0]);
+                        person_p[u].push(sigmoid_t(zi, head.temperature) as f32);
+                    }
+                }
+            }
+        }
         let kinds = self.heads.tom_kind.spec.labels.len();
         Ok(text_ix
             .iter()
@@ -293,7 +401,29 @@ impl Classifier {
                             .map_or((0, 0), |(_, &span)| span)
                     })
                     .collect();
+                let sentence_kinds = if rows.is_empty() {
+                    sp.iter().map(|_| argmax(&tom[ti])).collect()
+                } else {
+                    rows.iter()
+                        .map(|&r| {
+                            let p: Vec<f32> = sent_logits[r]
+                                .iter()
+                                .map(|&v| sigmoid_t(v, tt) as f32)
+                                .collect();
+                            argmax(&p)
+                        })
+                        .collect()
+                };
                 Scores {
+                    embedding: encoded.embeddings[ti].clone(),
+                    sentences: sp.clone(),
+                    sentence_kinds,
+                    linked: linked[ti].clone(),
+                    unknown: cands[ti]
+                        .iter()
+                        .cloned()
+                        .zip(person_p[ti].iter().copied())
+                        .collect(),
                     logits: [
                         tom_logits[ti].clone(),
                         aff_logits[ti].clone(),
@@ -318,7 +448,8 @@ impl Classifier {
     }
 
     /// Turns one record's scores into an annotation.
-    pub fn annotation(&self, record_id: &str, text: &str, s: &Scores) -> Annotation {
+    pub fn annotation(&self, record: &Record, s: &Scores) -> Annotation {
+        let text = record.text.as_str();
         let labels = &self.heads.tom_kind.spec.labels;
         let mut order: Vec<usize> = (0..s.tom_kind.len()).collect();
         order.sort_by(|&a, &b| s.tom_kind[b].total_cmp(&s.tom_kind[a]));
@@ -345,7 +476,7 @@ impl Classifier {
         }
         let (ai, ac) = argmax(&s.affect);
         let (ii, ic) = argmax(&s.intensity);
-        let _ = record_id;
+        let edges = self.edges(record, s, &tags);
         Annotation {
             annotator: Some(self.id.clone()),
             tags: tags
@@ -374,13 +505,123 @@ impl Classifier {
                 confidence: Some(round4(f64::from(ic))),
                 problems: Vec::new(),
             }],
-            edges: Vec::new(),
+            edges,
             best: if tags.is_empty() {
                 best.map(|(k, p)| (k, round4(p)))
             } else {
                 None
             },
+            embedding: Some(quantize(&s.embedding)),
         }
+    }
+
+    /// Edge candidates of one record: its registry mentions, its unknown
+    /// person-like names, and a link to its most similar earlier memory
+    /// when it is tagged goal or unresolved_thread. Source is always
+    /// `memory:<record id>`; one edge per target (its surest mention).
+    fn edges(&self, record: &Record, s: &Scores, tags: &[(usize, f64)]) -> Vec<EdgeCandidate> {
+        let Some(cal) = self.heads.card.edges.as_ref() else {
+            return Vec::new();
+        };
+        let labels = &self.heads.tom_kind.spec.labels;
+        let text = record.text.as_str();
+        let source = format!("memory:{}", record.id);
+        let sentence_of = |pos: usize| {
+            s.sentences
+                .iter()
+                .position(|&(a, b)| a <= pos && pos < b)
+                .unwrap_or(0)
+        };
+        let mut out: Vec<(String, EdgeCandidate)> = Vec::new();
+        let mut push = |key: String, e: EdgeCandidate| match out.iter_mut().find(|(k, _)| *k == key)
+        {
+            Some((_, old)) if old.confidence >= e.confidence => {}
+            Some((_, old)) => *old = e,
+            None => out.push((key, e)),
+        };
+        let edge = |k: usize, target: Option<String>, mention: &str, conf: f64| {
+            let (qs, qe) = s.sentences.get(k).copied().unwrap_or((0, text.len()));
+            EdgeCandidate {
+                source_node: Some(source.clone()),
+                relation: Some(labels[s.sentence_kinds.get(k).map_or(0, |x| x.0)].clone()),
+                target_node: target,
+                target_mention: Some(mention.to_string()),
+                confidence: Some(round4(conf)),
+                quote: Quote {
+                    text: Some(text[qs..qe].to_string()),
+                    start: Some(qs as u64),
+                    end: Some(qe as u64),
+                },
+                problems: Vec::new(),
+            }
+        };
+        if let Some(linker) = &self.linker {
+            for m in &s.linked {
+                let k = sentence_of(m.start);
+                let p_kind = f64::from(s.sentence_kinds.get(k).map_or(0.0, |x| x.1));
+                let p_link = if m.exact_case {
+                    cal.link_exact_case
+                } else {
+                    cal.link_other_case
+                };
+                let node = &linker.nodes()[m.node].id;
+                push(
+                    node.clone(),
+                    edge(
+                        k,
+                        Some(node.clone()),
+                        &text[m.start..m.end],
+                        cal.mention(p_link, p_kind),
+                    ),
+                );
+            }
+        }
+        for (c, p) in &s.unknown {
+            if f64::from(*p) < cal.person_min {
+                continue;
+            }
+            let k = sentence_of(c.start);
+            let p_kind = f64::from(s.sentence_kinds.get(k).map_or(0.0, |x| x.1));
+            let mention = &text[c.start..c.end];
+            push(
+                format!("?{}", fold(mention)),
+                edge(k, None, mention, cal.mention(f64::from(*p), p_kind)),
+            );
+        }
+        // A goal or an unresolved thread: its most similar earlier memory.
+        if let Some(&(k, conf)) = tags
+            .iter()
+            .find(|(k, _)| MEMORY_LINK_KINDS.contains(&labels[*k].as_str()))
+            && let Some((id, cos)) = self
+                .memories
+                .nearest(&record.persona_id, &s.embedding, |id| {
+                    id == record.id
+                        || self
+                            .memory_times
+                            .as_ref()
+                            .is_some_and(|t| t.get(id).is_none_or(|c| *c >= record.created_at))
+                })
+            && f64::from(cos) >= cal.memory_min_cosine
+        {
+            let (qs, qe) = s.quotes[k];
+            push(
+                format!("memory:{id}"),
+                EdgeCandidate {
+                    source_node: Some(source.clone()),
+                    relation: Some(labels[k].clone()),
+                    target_node: Some(format!("memory:{id}")),
+                    target_mention: None,
+                    confidence: Some(round4(cal.memory(f64::from(cos), conf))),
+                    quote: Quote {
+                        text: Some(text[qs..qe].to_string()),
+                        start: Some(qs as u64),
+                        end: Some(qe as u64),
+                    },
+                    problems: Vec::new(),
+                },
+            );
+        }
+        out.into_iter().map(|(_, e)| e).collect()
     }
 }
 
@@ -416,12 +657,16 @@ impl Annotator for Classifier {
         Ok(records
             .iter()
             .zip(&scores)
-            .map(|(r, s)| Annotated::Parsed(self.annotation(&r.id, &r.text, s)))
+            .map(|(r, s)| Annotated::Parsed(self.annotation(r, s)))
             .collect())
     }
 
     fn batch_size(&self) -> usize {
         RECORDS_PER_PASS
+    }
+
+    fn use_memories(&mut self, memories: MemoryIndex) {
+        self.set_memories(memories);
     }
 
     fn stats(&self) -> serde_json::Value {

@@ -527,13 +527,16 @@ fn decide_edges(
                 check(Some(&source), "source");
                 check(e.target_node.as_deref(), "target");
             }
+            // An unresolved target is keyed by its mention, so the same
+            // unknown name in the same record keeps its key every night.
+            let target_key = match (&e.target_node, &e.target_mention) {
+                (Some(t), _) => t.clone(),
+                (None, Some(m)) => format!("?{}", crate::mentions::fold(m.trim())),
+                (None, None) => String::new(),
+            };
             EdgeItem {
                 item_id: format!("{}#edge{i}", record.id),
-                edge_key: edge_key(
-                    &source,
-                    e.relation.as_deref().unwrap_or(""),
-                    e.target_node.as_deref().unwrap_or(""),
-                ),
+                edge_key: edge_key(&source, e.relation.as_deref().unwrap_or(""), &target_key),
                 source_node: source,
                 relation: e.relation.clone(),
                 target_node: e.target_node.clone(),

@@ -22,6 +22,7 @@ use tomlite_models::metrics::{
 
 use crate::classifier::Classifier;
 use crate::decide::{Decision, Nodes, decide};
+use crate::nodes::Registry;
 use crate::policy::Policy;
 use crate::record::{Origin, Record, RecordKind};
 use crate::vocab::{AFFECTS, INTENSITIES, TOM_KINDS};
@@ -50,6 +51,9 @@ pub enum LearnError {
         /// The label.
         label: String,
     },
+    /// The training registry cannot be used.
+    #[error(transparent)]
+    Nodes(Box<crate::nodes::NodesError>),
     /// A data file cannot be hashed.
     #[error("cannot read {}", path.display())]
     Io {
@@ -94,6 +98,8 @@ pub struct TrainConfig {
     pub max_goemotions: Option<usize>,
     /// Where embeddings of training texts are cached between runs.
     pub cache: Option<PathBuf>,
+    /// The node registry of the training data (gold `mentions` are its ids).
+    pub nodes: Option<PathBuf>,
 }
 
 fn index_of(labels: &[&str], l: &str) -> Option<usize> {
@@ -234,14 +240,16 @@ const BAG_MEMBERS: usize = 9;
 /// the mean of those members' logits on it is an honest held-out score
 /// from the training data alone: the temperature is fitted on these, not
 /// on the dev split, which stays untouched for evaluation.
-struct Bagged {
-    head: Head,
+pub(crate) struct Bagged {
+    pub(crate) head: Head,
+    /// The members, each with which groups (records) its sample drew.
+    pub(crate) members: Vec<(Head, Vec<bool>)>,
     /// Per example: mean logits of the members that did not see it, or
     /// `None` when every member saw it.
-    oob: Vec<Option<Vec<f32>>>,
+    pub(crate) oob: Vec<Option<Vec<f32>>>,
 }
 
-fn train_bagged(
+pub(crate) fn train_bagged(
     spec: &HeadSpec,
     x: &Tensor,
     targets: &Targets,
@@ -300,15 +308,17 @@ fn train_bagged(
                 oob_n[i as usize] += 1;
             }
         }
-        members.push(head);
+        members.push((head, drawn.iter().map(|&c| c > 0).collect()));
     }
     let oob = oob_sum
         .into_iter()
         .zip(oob_n)
         .map(|(s, n)| (n > 0).then(|| s.into_iter().map(|v| v / n as f32).collect()))
         .collect();
+    let heads: Vec<Head> = members.iter().map(|(h, _)| h.clone()).collect();
     Ok(Bagged {
-        head: Head::average(&members)?,
+        head: Head::average(&heads)?,
+        members,
         oob,
     })
 }
@@ -549,6 +559,40 @@ pub fn train(cfg: &TrainConfig, progress: &mut dyn FnMut(&str)) -> Result<Card, 
             .secondary
             .map(|w| (w * 1000.0).round() / 1000.0)
     ));
+    // Edges: the person head and the edge calibrations.
+    let registry = match &cfg.nodes {
+        Some(p) => Some(Registry::load(p).map_err(|e| LearnError::Nodes(Box::new(e)))?),
+        None => None,
+    };
+    let pool: Vec<LabeledRecord> = train_recs.iter().chain(&dev_recs).cloned().collect();
+    let pool_texts: Vec<&str> = pool.iter().map(|r| r.text.as_str()).collect();
+    let pool_x = embed(&encoder, &pool_texts, "memory pool", cache, progress)?;
+    let mut first_row = vec![None; train_recs.len()];
+    for (i, &g) in tr.group.iter().enumerate() {
+        if first_row[g].is_none() {
+            first_row[g] = Some(i);
+        }
+    }
+    let record_oob: Vec<Option<Vec<f32>>> = first_row
+        .iter()
+        .map(|i| i.and_then(|i| tom_bag.oob[i].clone()))
+        .collect();
+    let edge_model = crate::edge_model::train_edges(
+        &crate::edge_model::EdgeTraining {
+            encoder: &encoder,
+            records: &train_recs,
+            pool: &pool,
+            pool_x: &pool_x,
+            registry: registry.as_ref(),
+            tom: &tom,
+            members: &tom_bag.members,
+            record_oob: &record_oob,
+            tag_calibration: &tag_calibration,
+            cache,
+        },
+        &small,
+        progress,
+    )?;
     let rows = oob_rows(&int_bag.oob);
     let int_oob: Vec<Vec<f32>> = rows
         .iter()
@@ -635,6 +679,11 @@ pub fn train(cfg: &TrainConfig, progress: &mut dyn FnMut(&str)) -> Result<Card, 
                 temperature: intensity.temperature,
                 metrics: int_metrics,
             },
+            HeadCard {
+                spec: edge_model.person.spec.clone(),
+                temperature: edge_model.person.temperature,
+                metrics: edge_model.metrics.clone(),
+            },
         ],
         training_data: json!({
             "files": data_hashes,
@@ -654,11 +703,13 @@ pub fn train(cfg: &TrainConfig, progress: &mut dyn FnMut(&str)) -> Result<Card, 
         }),
         notes: json!({"command": "tomlite train"}),
         tag_calibration: Some(tag_calibration),
+        edges: Some(edge_model.calibration),
     };
     let mut heads = Heads {
         tom_kind: tom,
         affect,
         intensity,
+        person: Some(edge_model.person),
         card,
     };
     heads.save(&cfg.heads_dir)?;
@@ -756,10 +807,160 @@ pub struct EvalReport {
     pub sets: Vec<serde_json::Value>,
 }
 
-struct NoNodes;
-impl Nodes for NoNodes {
-    fn exists(&self, _: &str) -> crate::decide::Exists {
-        crate::decide::Exists::No
+/// Nodes as `tomlite eval` sees them: the registry's, and every labeled
+/// record as a memory.
+struct EvalNodes<'a> {
+    registry: Option<&'a Registry>,
+    memories: std::collections::HashSet<&'a str>,
+}
+
+impl Nodes for EvalNodes<'_> {
+    fn exists(&self, node: &str) -> crate::decide::Exists {
+        let yes = match node.strip_prefix("memory:") {
+            Some(id) => self.memories.contains(id),
+            None => self.registry.is_some_and(|r| r.contains(node)),
+        };
+        if yes {
+            crate::decide::Exists::Yes
+        } else {
+            crate::decide::Exists::No
+        }
+    }
+}
+
+/// Edge figures of `tomlite eval`, accumulated record by record.
+#[derive(Default)]
+struct EdgeEval {
+    gold_mentions: usize,
+    mentions_proposed: usize,
+    mentions_promoted: usize,
+    /// Proposed registry edges: (confidence, target and relation right).
+    registry_conf: Vec<(f64, bool)>,
+    registry_proposed_right: usize,
+    registry_promoted: usize,
+    registry_promoted_right: usize,
+    gold_unknown: usize,
+    unknown_found: usize,
+    unknown_edges: usize,
+    false_unknowns: usize,
+    false_unknown_examples: Vec<String>,
+    gold_links: usize,
+    memory_proposed: usize,
+    memory_proposed_right: usize,
+    memory_promoted: usize,
+    memory_promoted_right: usize,
+    over_limit_records: usize,
+}
+
+impl EdgeEval {
+    fn add(&mut self, r: &LabeledRecord, edges: &[crate::decide::EdgeItem]) {
+        use crate::edge_model::same_name;
+        let g = &r.gold;
+        self.gold_mentions += g.mentions.len();
+        self.gold_unknown += g.unknown_mentions.len();
+        self.gold_links += g.links_to.len();
+        if edges.len() > 2 {
+            self.over_limit_records += 1;
+        }
+        let promoted = |e: &crate::decide::EdgeItem| e.reasons.is_empty();
+        let rel_right = |e: &crate::decide::EdgeItem| {
+            e.relation.as_ref().is_some_and(|k| g.tom_kinds.contains(k))
+        };
+        for m in &g.mentions {
+            let hit = |only_promoted: bool| {
+                edges.iter().any(|e| {
+                    e.target_node.as_deref() == Some(m.as_str()) && (!only_promoted || promoted(e))
+                })
+            };
+            self.mentions_proposed += usize::from(hit(false));
+            self.mentions_promoted += usize::from(hit(true));
+        }
+        for u in &g.unknown_mentions {
+            self.unknown_found += usize::from(edges.iter().any(|e| {
+                e.target_node.is_none()
+                    && e.target_mention.as_deref().is_some_and(|t| same_name(t, u))
+            }));
+        }
+        for e in edges {
+            match e.target_node.as_deref() {
+                Some(t) if t.starts_with("memory:") => {
+                    let right = g.links_to.iter().any(|l| t == format!("memory:{l}"));
+                    self.memory_proposed += 1;
+                    self.memory_proposed_right += usize::from(right);
+                    if promoted(e) {
+                        self.memory_promoted += 1;
+                        self.memory_promoted_right += usize::from(right);
+                    }
+                }
+                Some(t) => {
+                    let right = g.mentions.iter().any(|m| m == t);
+                    self.registry_conf
+                        .push((e.confidence.unwrap_or(0.0), right && rel_right(e)));
+                    self.registry_proposed_right += usize::from(right);
+                    if promoted(e) {
+                        self.registry_promoted += 1;
+                        self.registry_promoted_right += usize::from(right);
+                    }
+                }
+                None => {
+                    self.unknown_edges += 1;
+                    let name = e.target_mention.as_deref().unwrap_or("");
+                    let known = g
+                        .unknown_mentions
+                        .iter()
+                        .chain(&g.people)
+                        .any(|u| same_name(name, u));
+                    if !known {
+                        self.false_unknowns += 1;
+                        if self.false_unknown_examples.len() < 40 {
+                            self.false_unknown_examples
+                                .push(format!("{}: {name}", r.id));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn report(&self, records: usize) -> serde_json::Value {
+        let ratio = |a: usize, b: usize| {
+            if b == 0 {
+                serde_json::Value::Null
+            } else {
+                json!(a as f64 / b as f64)
+            }
+        };
+        let (conf, ok): (Vec<f64>, Vec<bool>) = self.registry_conf.iter().copied().unzip();
+        json!({
+            "registry": {
+                "gold_mentions": self.gold_mentions,
+                "proposed": self.registry_conf.len(),
+                "proposed_precision": ratio(self.registry_proposed_right, self.registry_conf.len()),
+                "proposed_recall": ratio(self.mentions_proposed, self.gold_mentions),
+                "promoted": self.registry_promoted,
+                "edge_precision": ratio(self.registry_promoted_right, self.registry_promoted),
+                "edge_recall": ratio(self.mentions_promoted, self.gold_mentions),
+                "confidence_ece": ece(&conf, &ok, 10),
+                "edge_right_rate": ratio(ok.iter().filter(|&&b| b).count(), ok.len()),
+            },
+            "unknown": {
+                "gold_unknown_mentions": self.gold_unknown,
+                "unknown_recall": ratio(self.unknown_found, self.gold_unknown),
+                "unknown_edges": self.unknown_edges,
+                "false_unknowns": self.false_unknowns,
+                "false_unknowns_per_100_records": self.false_unknowns as f64 * 100.0 / records.max(1) as f64,
+                "false_unknown_examples": self.false_unknown_examples,
+            },
+            "memory": {
+                "gold_links": self.gold_links,
+                "proposed": self.memory_proposed,
+                "proposed_precision": ratio(self.memory_proposed_right, self.memory_proposed),
+                "recall": ratio(self.memory_proposed_right, self.gold_links),
+                "promoted": self.memory_promoted,
+                "promoted_precision": ratio(self.memory_promoted_right, self.memory_promoted),
+            },
+            "records_over_the_edge_limit": self.over_limit_records,
+        })
     }
 }
 
@@ -786,20 +987,47 @@ fn raw_conf(logits: &[f32]) -> f64 {
 }
 
 /// Evaluates the classifier, as the job would run it, on labeled records.
+///
+/// With a registry, edges too: every labeled record of the files is a
+/// memory that a record written after it (same persona) may link to.
 pub fn eval_records(
     clf: &mut Classifier,
     paths: &[PathBuf],
     policy: &Policy,
     dev_only: bool,
+    registry: Option<&Registry>,
 ) -> Result<serde_json::Value, LearnError> {
-    let mut records: Vec<LabeledRecord> = Vec::new();
+    let mut pool: Vec<LabeledRecord> = Vec::new();
     for p in paths {
-        records.extend(
-            read_labeled(p)?
-                .into_iter()
-                .filter(|r| !dev_only || is_dev(&r.id)),
+        pool.extend(read_labeled(p)?);
+    }
+    let records: Vec<LabeledRecord> = pool
+        .iter()
+        .filter(|r| !dev_only || is_dev(&r.id))
+        .cloned()
+        .collect();
+    if let Some(reg) = registry {
+        clf.set_registry(reg);
+    }
+    {
+        let texts: Vec<&str> = pool.iter().map(|r| r.text.as_str()).collect();
+        let mut index = crate::memory::MemoryIndex::default();
+        for (r, v) in pool.iter().zip(clf.embed(&texts)?) {
+            index.add(&r.id, &r.persona_id, crate::memory::quantize(&v));
+        }
+        index.sort();
+        clf.set_memories(index);
+        clf.set_memory_times(
+            pool.iter()
+                .map(|r| (r.id.clone(), r.created_at.clone()))
+                .collect(),
         );
     }
+    let eval_nodes = EvalNodes {
+        registry,
+        memories: pool.iter().map(|r| r.id.as_str()).collect(),
+    };
+    let mut edge_eval = EdgeEval::default();
     let path = paths.first().map(PathBuf::as_path).unwrap_or(Path::new(""));
     let tom_labels: Vec<String> = clf.tom_labels().to_vec();
     let aff_labels: Vec<String> = clf.affect_labels().to_vec();
@@ -819,7 +1047,22 @@ pub fn eval_records(
         let texts: Vec<&str> = chunk.iter().map(|r| r.text.as_str()).collect();
         let scores = clf.score(&texts)?;
         for (r, s) in chunk.iter().zip(&scores) {
-            let ann = clf.annotation(&r.id, &r.text, s);
+            // What the policy would promote.
+            let rec = Record {
+                id: r.id.clone(),
+                persona_id: r.persona_id.clone(),
+                kind: RecordKind::Journal,
+                source_path: path.display().to_string(),
+                created_at: r.created_at.clone(),
+                text: r.text.clone(),
+                flags: Vec::new(),
+                user_id: None,
+                origin: Origin {
+                    source: path.display().to_string(),
+                    line: 0,
+                },
+            };
+            let ann = clf.annotation(&rec, s);
             let gk: Vec<usize> = r
                 .gold
                 .tom_kinds
@@ -862,30 +1105,18 @@ pub fn eval_records(
                 ci.push(c);
                 ri.push(raw_conf(&s.logits[2]));
             }
-            // What the policy would promote.
-            let rec = Record {
-                id: r.id.clone(),
-                persona_id: "eval".into(),
-                kind: RecordKind::Journal,
-                source_path: path.display().to_string(),
-                created_at: "1970-01-01T00:00:00Z".into(),
-                text: r.text.clone(),
-                flags: Vec::new(),
-                user_id: None,
-                origin: Origin {
-                    source: path.display().to_string(),
-                    line: 0,
-                },
-            };
             if !gk.is_empty() {
                 with_kinds += 1;
             }
-            if let Decision::Annotated { tags, .. } = decide(
+            if let Decision::Annotated { tags, edges, .. } = decide(
                 &rec,
                 &crate::annotation::Annotated::Parsed(ann.clone()),
                 policy,
-                &NoNodes,
+                &eval_nodes,
             ) {
+                if registry.is_some() {
+                    edge_eval.add(r, &edges);
+                }
                 let mut any = false;
                 for t in tags.iter().filter(|t| t.reasons.is_empty()) {
                     any = true;
@@ -973,6 +1204,7 @@ pub fn eval_records(
             "promoted_on_no_signal_records": promoted_no_signal,
             "quote_overlaps_gold": ratio(quote_hits, quote_total),
         },
+        "edges": if registry.is_some() { edge_eval.report(records.len()) } else { serde_json::Value::Null },
     }))
 }
 

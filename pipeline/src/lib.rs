@@ -33,9 +33,11 @@
 pub mod annotation;
 pub mod classifier;
 pub mod decide;
+pub mod edge_model;
 pub mod events;
 mod journals;
 pub mod learn;
+pub mod memory;
 pub mod mentions;
 pub mod nodes;
 mod parquet_in;

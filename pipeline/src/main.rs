@@ -148,6 +148,9 @@ struct TrainArgs {
     /// Cache of training-text embeddings (default target/tomlite-train-cache; "none" to disable).
     #[arg(long)]
     cache: Option<PathBuf>,
+    /// Node registry of the training data (default: data/training/nodes.jsonl).
+    #[arg(long)]
+    nodes: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -168,6 +171,10 @@ struct EvalArgs {
     /// Policy file (thresholds of "what the policy would promote").
     #[arg(long)]
     policy: Option<PathBuf>,
+    /// Node registry of the labeled data: evaluates edges too (gold
+    /// `mentions`, `unknown_mentions`, `links_to`).
+    #[arg(long)]
+    nodes: Option<PathBuf>,
     #[command(flatten)]
     model: ModelArgs,
 }
@@ -290,7 +297,13 @@ fn cmd_run(args: RunArgs) -> Result<(), Failure> {
                 .with_context(|| format!("cannot use --annotations {}", annotations.display()))
                 .map_err(Failure::config)?,
         ),
-        None => Box::new(args.model.load(&policy)?),
+        None => {
+            let mut clf = args.model.load(&policy)?;
+            if let Some((_, registry)) = &nodes {
+                clf.set_registry(registry);
+            }
+            Box::new(clf)
+        }
     };
     let cfg = RunConfig {
         inputs: args.input.clone(),
@@ -399,7 +412,7 @@ fn cmd_annotate(args: AnnotateArgs) -> Result<(), Failure> {
             let texts: Vec<&str> = refs.iter().map(|r| r.text.as_str()).collect();
             let scores = clf.score(&texts)?;
             for (r, s) in refs.iter().zip(&scores) {
-                let a = clf.annotation(&r.id, &r.text, s);
+                let a = clf.annotation(r, s);
                 serde_json::to_writer(&mut *out, &annotation_to_json(&r.id, &a))?;
                 out.write_all(b"\n")?;
             }
@@ -485,6 +498,10 @@ fn cmd_train(args: TrainArgs) -> Result<(), Failure> {
         },
         limit: args.limit,
         max_goemotions: args.max_goemotions,
+        nodes: args
+            .nodes
+            .clone()
+            .or_else(|| Some(repo_path("data/training/nodes.jsonl")).filter(|p| p.exists())),
         cache: match &args.cache {
             Some(p) if p.as_os_str() == "none" => None,
             Some(p) => Some(p.clone()),
@@ -523,6 +540,10 @@ fn cmd_eval(args: EvalArgs) -> Result<(), Failure> {
             "nothing to evaluate: pass --data FILE and/or --goemotions TSV"
         )));
     }
+    let registry = match &args.nodes {
+        Some(p) => Some(Registry::load(p).map_err(Failure::config)?),
+        None => None,
+    };
     let mut clf = args.model.load(&policy)?;
     let failed = |e: tomlite::learn::LearnError| Failure {
         status: ExitStatus::Failed,
@@ -531,8 +552,14 @@ fn cmd_eval(args: EvalArgs) -> Result<(), Failure> {
     let mut sets = Vec::new();
     if !args.data.is_empty() {
         sets.push(
-            tomlite::learn::eval_records(&mut clf, &args.data, &policy, args.dev)
-                .map_err(failed)?,
+            tomlite::learn::eval_records(
+                &mut clf,
+                &args.data,
+                &policy,
+                args.dev,
+                registry.as_ref(),
+            )
+            .map_err(failed)?,
         );
     }
     if let Some(g) = &args.goemotions {
@@ -600,6 +627,42 @@ fn cmd_eval(args: EvalArgs) -> Result<(), Failure> {
                 p["coverage"],
                 p["promoted_on_no_signal_records"],
                 p["quote_overlaps_gold"]
+            );
+        }
+        let e = &s["edges"];
+        if !e.is_null() {
+            let (r, u, m) = (&e["registry"], &e["unknown"], &e["memory"]);
+            println!(
+                "edges      registry: {} gold mentions, {} proposed (precision {}, recall {}), {} promoted (edge precision {}, edge recall {}), ECE of confidence {}",
+                r["gold_mentions"],
+                r["proposed"],
+                r["proposed_precision"],
+                r["proposed_recall"],
+                r["promoted"],
+                r["edge_precision"],
+                r["edge_recall"],
+                r["confidence_ece"]
+            );
+            println!(
+                "           unknown: {} gold, recall {}, {} unknown edges, false unknowns {} ({} per 100 records)",
+                u["gold_unknown_mentions"],
+                u["unknown_recall"],
+                u["unknown_edges"],
+                u["false_unknowns"],
+                u["false_unknowns_per_100_records"]
+            );
+            println!(
+                "           memory links: {} gold, {} proposed (precision {}, recall {}), {} promoted (precision {})",
+                m["gold_links"],
+                m["proposed"],
+                m["proposed_precision"],
+                m["recall"],
+                m["promoted"],
+                m["promoted_precision"]
+            );
+            println!(
+                "           records over the edge limit: {}",
+                e["records_over_the_edge_limit"]
             );
         }
     }

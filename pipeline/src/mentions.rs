@@ -200,13 +200,71 @@ impl Candidate {
 
 /// Titles and kinship words that take a name after them (lower-case, no period).
 const TITLES: &[&str] = &[
-    "dr", "doctor", "mr", "mrs", "ms", "mx", "miss", "prof", "professor", "aunt", "auntie",
-    "aunty", "uncle", "grandma", "grandpa", "granny", "grandad", "grandmother", "grandfather",
-    "sister", "brother", "father", "mother", "fr", "sr", "frau", "herr", "coach", "nurse",
-    "officer", "pastor", "rabbi", "imam", "judge", "captain", "capt", "sir", "lady", "madame",
-    "monsieur", "señor", "señora", "senhor", "senhora", "tia", "tía", "tio", "tío", "tante",
-    "onkel", "oma", "opa", "nonna", "nonno", "abuela", "abuelo", "avó", "avô", "farmor", "farfar",
-    "mormor", "morfar", "cousin", "baba", "nana",
+    "dr",
+    "doctor",
+    "mr",
+    "mrs",
+    "ms",
+    "mx",
+    "miss",
+    "prof",
+    "professor",
+    "aunt",
+    "auntie",
+    "aunty",
+    "uncle",
+    "grandma",
+    "grandpa",
+    "granny",
+    "grandad",
+    "grandmother",
+    "grandfather",
+    "sister",
+    "brother",
+    "father",
+    "mother",
+    "fr",
+    "sr",
+    "frau",
+    "herr",
+    "coach",
+    "nurse",
+    "officer",
+    "pastor",
+    "rabbi",
+    "imam",
+    "judge",
+    "captain",
+    "capt",
+    "sir",
+    "lady",
+    "madame",
+    "monsieur",
+    "señor",
+    "señora",
+    "senhor",
+    "senhora",
+    "tia",
+    "tía",
+    "tio",
+    "tío",
+    "tante",
+    "onkel",
+    "oma",
+    "opa",
+    "nonna",
+    "nonno",
+    "abuela",
+    "abuelo",
+    "avó",
+    "avô",
+    "farmor",
+    "farfar",
+    "mormor",
+    "morfar",
+    "cousin",
+    "baba",
+    "nana",
 ];
 
 /// Kinship words that name a person on their own when capitalised.
@@ -219,25 +277,195 @@ const KINSHIP: &[&str] = &[
 /// Capitalised words that are never people.
 const NEVER: &[&str] = &[
     // calendar
-    "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "mon", "tue",
-    "tues", "wed", "thu", "thurs", "fri", "sat", "sun", "january", "february", "march", "april",
-    "may", "june", "july", "august", "september", "october", "november", "december", "jan",
-    "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "christmas",
-    "easter", "eid", "diwali", "hanukkah", "ramadan", "thanksgiving", "halloween", "today",
-    "tomorrow", "yesterday", "tonight", "weekend",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "mon",
+    "tue",
+    "tues",
+    "wed",
+    "thu",
+    "thurs",
+    "fri",
+    "sat",
+    "sun",
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "jan",
+    "feb",
+    "mar",
+    "apr",
+    "jun",
+    "jul",
+    "aug",
+    "sep",
+    "sept",
+    "oct",
+    "nov",
+    "dec",
+    "christmas",
+    "easter",
+    "eid",
+    "diwali",
+    "hanukkah",
+    "ramadan",
+    "thanksgiving",
+    "halloween",
+    "today",
+    "tomorrow",
+    "yesterday",
+    "tonight",
+    "weekend",
     // I and function words
-    "i", "i'm", "i've", "i'll", "i'd", "i’m", "i’ve", "i’ll", "i’d", "he", "she", "they", "we",
-    "you", "it", "me", "him", "her", "them", "us", "my", "our", "your", "his", "their", "its",
-    "this", "that", "these", "those", "the", "a", "an", "and", "but", "or", "so", "if", "when",
-    "then", "also", "just", "still", "not", "no", "yes", "ok", "okay", "oh", "ah", "um", "hey",
-    "hi", "hello", "thanks", "please", "sorry", "well", "maybe", "anyway", "honestly", "today's",
-    "user", "assistant", "agent", "persona", "session", "summary", "note", "notes", "update",
-    "todo", "re", "fyi", "ps", "on", "in", "at", "for", "with", "from", "to", "by", "of",
-    "after", "before", "during", "since", "until", "about", "over", "under", "between", "because",
-    "while", "although", "though", "as", "than", "what", "which", "who", "whom", "whose", "where",
-    "why", "how", "there", "here", "every", "each", "some", "any", "all", "both", "most",
-    "many", "much", "more", "less", "few", "none", "nothing", "something", "everything",
-    "everyone", "someone", "nobody", "somebody", "nope", "yeah", "yep", "wow", "ugh", "lol",
+    "i",
+    "i'm",
+    "i've",
+    "i'll",
+    "i'd",
+    "i’m",
+    "i’ve",
+    "i’ll",
+    "i’d",
+    "he",
+    "she",
+    "they",
+    "we",
+    "you",
+    "it",
+    "me",
+    "him",
+    "her",
+    "them",
+    "us",
+    "my",
+    "our",
+    "your",
+    "his",
+    "their",
+    "its",
+    "this",
+    "that",
+    "these",
+    "those",
+    "the",
+    "a",
+    "an",
+    "and",
+    "but",
+    "or",
+    "so",
+    "if",
+    "when",
+    "then",
+    "also",
+    "just",
+    "still",
+    "not",
+    "no",
+    "yes",
+    "ok",
+    "okay",
+    "oh",
+    "ah",
+    "um",
+    "hey",
+    "hi",
+    "hello",
+    "thanks",
+    "please",
+    "sorry",
+    "well",
+    "maybe",
+    "anyway",
+    "honestly",
+    "today's",
+    "user",
+    "assistant",
+    "agent",
+    "persona",
+    "session",
+    "summary",
+    "note",
+    "notes",
+    "update",
+    "todo",
+    "re",
+    "fyi",
+    "ps",
+    "on",
+    "in",
+    "at",
+    "for",
+    "with",
+    "from",
+    "to",
+    "by",
+    "of",
+    "after",
+    "before",
+    "during",
+    "since",
+    "until",
+    "about",
+    "over",
+    "under",
+    "between",
+    "because",
+    "while",
+    "although",
+    "though",
+    "as",
+    "than",
+    "what",
+    "which",
+    "who",
+    "whom",
+    "whose",
+    "where",
+    "why",
+    "how",
+    "there",
+    "here",
+    "every",
+    "each",
+    "some",
+    "any",
+    "all",
+    "both",
+    "most",
+    "many",
+    "much",
+    "more",
+    "less",
+    "few",
+    "none",
+    "nothing",
+    "something",
+    "everything",
+    "everyone",
+    "someone",
+    "nobody",
+    "somebody",
+    "nope",
+    "yeah",
+    "yep",
+    "wow",
+    "ugh",
+    "lol",
 ];
 
 struct Word {
@@ -280,8 +508,7 @@ fn words(text: &str) -> Vec<Word> {
             .filter(|s| !s.is_empty())
         {
             (start + stem.len(), true)
-        } else if chars.get(j).is_some_and(|c| matches!(c.1, '\'' | '’'))
-            && w.ends_with(['s', 'S'])
+        } else if chars.get(j).is_some_and(|c| matches!(c.1, '\'' | '’')) && w.ends_with(['s', 'S'])
         {
             (end_all, true)
         } else {
@@ -305,6 +532,14 @@ fn capitalised(w: &str) -> bool {
         return false;
     };
     if !first.is_uppercase() || w.chars().any(|c| c.is_ascii_digit()) {
+        return false;
+    }
+    // A contraction (`He'll`, `Don't`) is no name; `O'Brien` is.
+    let cs: Vec<char> = w.chars().collect();
+    if cs
+        .windows(2)
+        .any(|p| matches!(p[0], '\'' | '’') && p[1].is_lowercase())
+    {
         return false;
     }
     let letters: Vec<char> = w.chars().filter(|c| c.is_alphabetic()).collect();
@@ -336,11 +571,7 @@ pub fn candidates(
     let lower = |w: &Word| fold(&text[w.start..w.end]);
     let starts_sentence = |pos: usize| {
         sentences.iter().any(|&(s, e)| {
-            s <= pos
-                && pos < e
-                && text[s..pos]
-                    .chars()
-                    .all(|c| !is_word_char(c) && c != '@')
+            s <= pos && pos < e && text[s..pos].chars().all(|c| !is_word_char(c) && c != '@')
         }) || text[..pos].trim_end().ends_with([':', '"', '“'])
     };
     let free = |s: usize, e: usize| !taken.iter().any(|&(a, b)| s < b && a < e);
@@ -351,7 +582,10 @@ pub fn candidates(
         // @handles
         if w.start > 0 && text[..w.start].ends_with('@') {
             let at = w.start - 1;
-            let before_ok = text[..at].chars().next_back().is_none_or(|c| !is_word_char(c));
+            let before_ok = text[..at]
+                .chars()
+                .next_back()
+                .is_none_or(|c| !is_word_char(c));
             if before_ok && free(at, w.end) {
                 out.push(Candidate {
                     start: at,
@@ -451,7 +685,10 @@ mod tests {
     fn links_whole_words_longest_first_any_case_and_possessives() {
         let l = Linker::new(&registry(NODES));
         assert_eq!(
-            linked(&l, "Sam Patel met sam. Sam's idea; Samantha and Samuel came."),
+            linked(
+                &l,
+                "Sam Patel met sam. Sam's idea; Samantha and Samuel came."
+            ),
             [
                 ("Sam Patel".into(), "user:sam".into(), true),
                 ("sam".into(), "user:sam".into(), false),
@@ -497,11 +734,20 @@ mod tests {
             ]
         );
         assert_eq!(
-            cands("Then Sofia Reyes called; mail me@example.com.", &[]),
-            [("Sofia Reyes".into(), Cue::Name)]
+            cands(
+                "Then Sofia Reyes called, He'll say; O'Brien too; mail me@example.com.",
+                &[]
+            ),
+            [
+                ("Sofia Reyes".into(), Cue::Name),
+                ("O'Brien".into(), Cue::Name)
+            ]
         );
         // A span covered by a linked mention is not a candidate.
-        assert_eq!(cands("Priya met Jonas.", &[(0, 5)]), [("Jonas".into(), Cue::Name)]);
+        assert_eq!(
+            cands("Priya met Jonas.", &[(0, 5)]),
+            [("Jonas".into(), Cue::Name)]
+        );
     }
 
     #[test]

@@ -175,6 +175,7 @@ struct Pending {
     tags: Vec<TagItem>,
     edges: Vec<EdgeItem>,
     state: (tomlite_staging::Digest, tomlite_staging::Digest),
+    embedding: Option<Vec<i8>>,
 }
 
 struct Ctx<'a> {
@@ -198,6 +199,8 @@ pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary,
         .map(|p| p.display().to_string())
         .collect();
     let mut state = staging.load_state()?;
+    // Memory links point only at what earlier runs committed.
+    annotator.use_memories(crate::memory::MemoryIndex::from_state(&state));
     let run_id = new_run_id(&staging.runs_dir(), started_at);
     let mut run = staging.begin_run(&run_id)?;
     let events_path = run.path().join("events.jsonl");
@@ -347,7 +350,7 @@ pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary,
             e.resolve(|id| seen.ids.get(id) == Some(&true) || state.contains(id));
         }
         let outcome = ctx.stage(&p.record, &p.tags, &p.edges, None)?;
-        state.upsert(ctx.state_row(&p.record, p.state, outcome));
+        state.upsert(ctx.state_row(&p.record, p.state, outcome, p.embedding.as_deref()));
     }
     for r in annotator.unused() {
         ctx.reject(&r, "annotations")?;
@@ -467,6 +470,7 @@ impl Ctx<'_> {
         record: &'r Record,
         digests: (tomlite_staging::Digest, tomlite_staging::Digest),
         outcome: &'static str,
+        embedding: Option<&'r [i8]>,
     ) -> StateRow<'r> {
         StateRow {
             record_id: &record.id,
@@ -476,6 +480,8 @@ impl Ctx<'_> {
             policy_sha256: &self.policy_sha,
             run_id: &self.run_id,
             outcome,
+            persona_id: embedding.map(|_| record.persona_id.as_str()),
+            embedding,
         }
     }
 
@@ -517,6 +523,10 @@ impl Ctx<'_> {
                 seen,
             };
             let decision = decide(&rec, &a, &self.cfg.policy, &nodes);
+            let embedding = match a {
+                crate::annotation::Annotated::Parsed(a) => a.embedding,
+                _ => None,
+            };
             let outcome = match decision {
                 Decision::Missing => {
                     self.abstain(&rec, None, "no_annotation")?;
@@ -533,13 +543,14 @@ impl Ctx<'_> {
                             tags,
                             edges,
                             state: digests,
+                            embedding,
                         });
                         continue;
                     }
                     self.stage(&rec, &tags, &edges, best.as_ref())?
                 }
             };
-            state.upsert(self.state_row(&rec, digests, outcome));
+            state.upsert(self.state_row(&rec, digests, outcome, embedding.as_deref()));
         }
         Ok(())
     }

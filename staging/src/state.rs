@@ -3,7 +3,7 @@ use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow_array::{Array, ArrayRef, BinaryArray, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -38,6 +38,10 @@ pub struct StateRow<'a> {
     pub run_id: &'a str,
     /// What became of it (the pipeline's word).
     pub outcome: &'a str,
+    /// The group its embedding is compared within (the persona), if any.
+    pub persona_id: Option<&'a str>,
+    /// The record's embedding, quantised to int8, if the annotator made one.
+    pub embedding: Option<&'a [i8]>,
 }
 
 /// A record's entry in the state, with its strings interned.
@@ -63,6 +67,8 @@ pub struct State {
     strings: Vec<String>,
     string_ix: HashMap<String, u32>,
     runs: Vec<String>,
+    /// Record id → (interned persona, int8 embedding).
+    vectors: HashMap<Box<str>, (u32, Box<[i8]>)>,
 }
 
 impl State {
@@ -115,6 +121,13 @@ impl State {
                 col("run_id")?,
                 col("outcome")?,
             );
+            let personas = batch
+                .column_by_name("persona_id")
+                .and_then(|c| c.as_any().downcast_ref::<StringArray>());
+            let vectors = batch
+                .column_by_name("embedding")
+                .and_then(|c| c.as_any().downcast_ref::<BinaryArray>());
+            let mut buf: Vec<i8> = Vec::new();
             for i in 0..batch.num_rows() {
                 let bad = |what: &str| Error::BadState {
                     path: path.clone(),
@@ -132,6 +145,12 @@ impl State {
                     policy_sha256: pols.value(i),
                     run_id: runs.value(i),
                     outcome: outs.value(i),
+                    persona_id: personas.filter(|p| p.is_valid(i)).map(|p| p.value(i)),
+                    embedding: vectors.filter(|v| v.is_valid(i)).map(|v| {
+                        buf.clear();
+                        buf.extend(v.value(i).iter().map(|&b| b as i8));
+                        buf.as_slice()
+                    }),
                 });
             }
         }
@@ -163,6 +182,32 @@ impl State {
         } else {
             self.entries.insert(row.record_id.into(), entry);
         }
+        match (row.persona_id, row.embedding) {
+            (Some(p), Some(v)) => {
+                let p = self.intern(p);
+                self.vectors
+                    .insert(row.record_id.into(), (p, v.to_vec().into_boxed_slice()));
+            }
+            // Reprocessed without an embedding: an old one would describe
+            // an old text.
+            _ => {
+                self.vectors.remove(row.record_id);
+            }
+        }
+    }
+
+    /// Every stored embedding: record id, persona, int8 values.
+    pub fn vectors(&self) -> impl Iterator<Item = (&str, &str, &[i8])> {
+        self.vectors
+            .iter()
+            .map(|(id, (p, v))| (&**id, self.strings[*p as usize].as_str(), &**v))
+    }
+
+    /// A record's stored embedding and persona.
+    pub fn vector(&self, record_id: &str) -> Option<(&str, &[i8])> {
+        self.vectors
+            .get(record_id)
+            .map(|(p, v)| (self.strings[*p as usize].as_str(), &**v))
     }
 
     /// A record's entry.
@@ -237,7 +282,12 @@ impl State {
                 "outcome",
             ]
             .map(|n| Field::new(n, DataType::Utf8, false))
-            .to_vec(),
+            .into_iter()
+            .chain([
+                Field::new("persona_id", DataType::Utf8, true),
+                Field::new("embedding", DataType::Binary, true),
+            ])
+            .collect::<Vec<_>>(),
         ));
         let file = File::create(&tmp).map_err(|source| Error::io("create", &tmp, source))?;
         let clone = file
@@ -271,6 +321,21 @@ impl State {
                 cols.into_iter()
                     .map(|c| Arc::new(StringArray::from(c)) as ArrayRef),
             );
+            let vecs: Vec<Option<&(u32, Box<[i8]>)>> =
+                chunk.iter().map(|id| self.vectors.get(*id)).collect();
+            arrays.push(Arc::new(StringArray::from(
+                vecs.iter()
+                    .map(|v| v.map(|(p, _)| self.strings[*p as usize].as_str()))
+                    .collect::<Vec<_>>(),
+            )));
+            // int8 values as their two's-complement bytes.
+            let bytes: Vec<Option<Vec<u8>>> = vecs
+                .iter()
+                .map(|v| v.map(|(_, x)| x.iter().map(|&b| b as u8).collect()))
+                .collect();
+            arrays.push(Arc::new(BinaryArray::from(
+                bytes.iter().map(|b| b.as_deref()).collect::<Vec<_>>(),
+            )));
             let batch =
                 RecordBatch::try_new(schema.clone(), arrays).map_err(|source| Error::Arrow {
                     path: tmp.clone(),
@@ -323,6 +388,8 @@ mod tests {
             policy_sha256: "abc",
             run_id: run,
             outcome: "annotated",
+            persona_id: None,
+            embedding: None,
         }
     }
 
@@ -345,6 +412,32 @@ mod tests {
         assert_eq!(back.annotator(b), "file");
         assert_eq!(back.outcome(b), "annotated");
         assert!(!dir.path().join("records.parquet.tmp").exists());
+    }
+
+    #[test]
+    fn embeddings_round_trip_and_a_reprocessed_record_without_one_drops_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = State::default();
+        let v: Vec<i8> = vec![-128, -1, 0, 1, 127];
+        s.upsert(StateRow {
+            persona_id: Some("ada"),
+            embedding: Some(&v),
+            ..row("a", 1, "r1")
+        });
+        s.upsert(StateRow {
+            persona_id: Some("milo"),
+            embedding: Some(&[5, 6]),
+            ..row("b", 1, "r1")
+        });
+        s.upsert(row("c", 1, "r1"));
+        s.write(dir.path()).unwrap();
+        let mut back = State::load(dir.path()).unwrap();
+        assert_eq!(back.vector("a"), Some(("ada", &v[..])));
+        assert_eq!(back.vector("b"), Some(("milo", &[5i8, 6][..])));
+        assert_eq!(back.vector("c"), None);
+        assert_eq!(back.vectors().count(), 2);
+        back.upsert(row("a", 2, "r2"));
+        assert_eq!(back.vector("a"), None);
     }
 
     #[test]
