@@ -532,6 +532,19 @@ impl Classifier {
                 .position(|&(a, b)| a <= pos && pos < b)
                 .unwrap_or(0)
         };
+        // The kind the classifier gives a sentence: the tag's, when a tag
+        // quotes it; else the sentence's own most likely kind.
+        let kind_of = |k: usize| -> (usize, f64) {
+            let span = s.sentences.get(k).copied();
+            tags.iter()
+                .find(|(kind, _)| Some(s.quotes[*kind]) == span)
+                .map(|&(kind, c)| (kind, c))
+                .unwrap_or_else(|| {
+                    s.sentence_kinds
+                        .get(k)
+                        .map_or((0, 0.0), |&(kind, p)| (kind, f64::from(p)))
+                })
+        };
         let mut out: Vec<(String, EdgeCandidate)> = Vec::new();
         let mut push = |key: String, e: EdgeCandidate| match out.iter_mut().find(|(k, _)| *k == key)
         {
@@ -543,7 +556,7 @@ impl Classifier {
             let (qs, qe) = s.sentences.get(k).copied().unwrap_or((0, text.len()));
             EdgeCandidate {
                 source_node: Some(source.clone()),
-                relation: Some(labels[s.sentence_kinds.get(k).map_or(0, |x| x.0)].clone()),
+                relation: Some(labels[kind_of(k).0].clone()),
                 target_node: target,
                 target_mention: Some(mention.to_string()),
                 confidence: Some(round4(conf)),
@@ -555,15 +568,23 @@ impl Classifier {
                 problems: Vec::new(),
             }
         };
+        // Registry and memory edges under the abstain floor are not proposed,
+        // as tags are not: a weak guess is no work for the curator. Unknown
+        // people are, whatever the kind: the curator adds the node.
+        let floor = self.abstain_below;
         if let Some(linker) = &self.linker {
             for m in &s.linked {
                 let k = sentence_of(m.start);
-                let p_kind = f64::from(s.sentence_kinds.get(k).map_or(0.0, |x| x.1));
+                let p_kind = kind_of(k).1;
                 let p_link = if m.exact_case {
                     cal.link_exact_case
                 } else {
                     cal.link_other_case
                 };
+                let conf = cal.mention(p_link, p_kind);
+                if conf < floor {
+                    continue;
+                }
                 let node = &linker.nodes()[m.node].id;
                 push(
                     node.clone(),
@@ -581,7 +602,7 @@ impl Classifier {
                 continue;
             }
             let k = sentence_of(c.start);
-            let p_kind = f64::from(s.sentence_kinds.get(k).map_or(0.0, |x| x.1));
+            let p_kind = kind_of(k).1;
             let mention = &text[c.start..c.end];
             push(
                 format!("?{}", fold(mention)),
@@ -602,6 +623,7 @@ impl Classifier {
                             .is_some_and(|t| t.get(id).is_none_or(|c| *c >= record.created_at))
                 })
             && f64::from(cos) >= cal.memory_min_cosine
+            && cal.memory(f64::from(cos), conf) >= floor
         {
             let (qs, qe) = s.quotes[k];
             push(

@@ -525,7 +525,15 @@ fn decide_edges(
                     },
                 };
                 check(Some(&source), "source");
-                check(e.target_node.as_deref(), "target");
+                match (&e.target_node, &e.target_mention) {
+                    (None, Some(m)) => {
+                        add(&mut reasons, Reason::UnknownTargetNode);
+                        detail.push(format!(
+                            "no registry node for the mention `{m}`: add it (or an alias) to the registry"
+                        ));
+                    }
+                    (t, _) => check(t.as_deref(), "target"),
+                }
             }
             // An unresolved target is keyed by its mention, so the same
             // unknown name in the same record keeps its key every night.

@@ -282,7 +282,7 @@ pub fn train_edges(
     ));
 
     // 2. Sentence kinds, out of bag: mean logits of the members that did
-    // not draw the record.
+    // not draw the record; a sentence that a tag quotes takes the tag.
     let kinds = TOM_KINDS.len();
     let sentence_kinds: Vec<Vec<(usize, f64)>> = {
         let mut sums: Vec<Vec<Vec<f32>>> = pooled
@@ -325,24 +325,40 @@ pub fn train_edges(
             .iter()
             .enumerate()
             .map(|(g, p)| {
-                if p.sentence_vectors.is_empty() {
-                    let z = t.record_oob.get(g).cloned().flatten();
-                    return p
-                        .sentences
+                let record_z = t.record_oob.get(g).cloned().flatten();
+                let mut out: Vec<(usize, f64)> = if p.sentence_vectors.is_empty() {
+                    p.sentences
                         .iter()
-                        .map(|_| z.as_deref().map_or((0, 0.5), best))
-                        .collect();
+                        .map(|_| record_z.as_deref().map_or((0, 0.5), best))
+                        .collect()
+                } else if counts[g] == 0 {
+                    vec![(0, 0.5); p.sentence_vectors.len()]
+                } else {
+                    sums[g]
+                        .iter()
+                        .map(|s| {
+                            let z: Vec<f32> = s.iter().map(|v| v / counts[g] as f32).collect();
+                            best(&z)
+                        })
+                        .collect()
+                };
+                // A sentence a tag quotes has the tag's kind and confidence,
+                // as the classifier gives it (same rules, out-of-bag scores).
+                if let Some(z) = &record_z {
+                    for (kind, conf) in oob_tags(z, t.tom.temperature, t.tag_calibration) {
+                        let q = if p.sentence_vectors.is_empty() || counts[g] == 0 {
+                            0
+                        } else {
+                            (0..sums[g].len())
+                                .max_by(|&a, &b| sums[g][a][kind].total_cmp(&sums[g][b][kind]))
+                                .unwrap_or(0)
+                        };
+                        if let Some(slot) = out.get_mut(q) {
+                            *slot = (kind, conf);
+                        }
+                    }
                 }
-                if counts[g] == 0 {
-                    return vec![(0, 0.5); p.sentence_vectors.len()];
-                }
-                sums[g]
-                    .iter()
-                    .map(|s| {
-                        let z: Vec<f32> = s.iter().map(|v| v / counts[g] as f32).collect();
-                        best(&z)
-                    })
-                    .collect()
+                out
             })
             .collect()
     };
@@ -474,9 +490,11 @@ pub fn train_edges(
     );
     let memory_cosine = [w[0], w[1]];
     // Where P(link right) reaches MEMORY_LINK_MIN_P.
-    let memory_min_cosine = if w[1] > 0.0 {
+    let has_both = link_rows.iter().any(|r| r.1) && link_rows.iter().any(|r| !r.1);
+    let memory_min_cosine = if has_both && w[1] > 0.0 {
         ((logit(MEMORY_LINK_MIN_P) - w[0]) / w[1]).clamp(0.0, 1.0)
     } else {
+        // Nothing to learn from: never propose.
         1.0
     };
     let memory = fit_logistic_ridge(
@@ -528,6 +546,27 @@ pub fn train_edges(
         calibration,
         metrics,
     })
+}
+
+/// The tags the classifier would emit from a record's tom_kind logits:
+/// primary when its P(tag right) reaches the seed's abstain floor (0.5), a
+/// second one when its own reaches [`crate::classifier::SECOND_KIND_MIN`].
+fn oob_tags(z: &[f32], temperature: f64, cal: &TagCalibration) -> Vec<(usize, f64)> {
+    let p: Vec<f64> = z.iter().map(|&v| sigmoid_t(v, temperature)).collect();
+    let mut order: Vec<usize> = (0..p.len()).collect();
+    order.sort_by(|&a, &b| p[b].total_cmp(&p[a]));
+    let mut out = Vec::new();
+    if let [k0, k1, ..] = order[..] {
+        let c0 = cal.primary(p[k0], p[k1]);
+        if c0 >= 0.5 {
+            out.push((k0, c0));
+            let c1 = cal.secondary(p[k1], p[k0]);
+            if c1 >= f64::from(crate::classifier::SECOND_KIND_MIN) {
+                out.push((k1, c1));
+            }
+        }
+    }
+    out
 }
 
 /// Whether an unknown mention found in the text names a gold one: equal

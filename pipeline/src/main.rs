@@ -109,6 +109,9 @@ struct AnnotateArgs {
     /// Where to write the annotations (JSONL).
     #[arg(long)]
     out: PathBuf,
+    /// Node registry (JSONL or Parquet): mentions of its nodes become edge candidates.
+    #[arg(long)]
+    nodes: Option<PathBuf>,
     /// Policy file (for `classifier_policy.abstain_below` and the text limit).
     #[arg(long)]
     policy: Option<PathBuf>,
@@ -352,8 +355,8 @@ fn print_summary(s: &RunSummary) {
         c.promoted_tags, c.quarantined_tags, c.abstained
     );
     println!(
-        "  edges       {} promoted, {} quarantined",
-        c.promoted_edges, c.quarantined_edges
+        "  edges       {} promoted, {} quarantined; {} to an earlier memory, {} naming someone not in the registry",
+        c.promoted_edges, c.quarantined_edges, c.memory_links, c.unknown_mentions
     );
     if c.quarantined_annotations > 0 {
         println!(
@@ -387,6 +390,9 @@ fn cmd_annotate(args: AnnotateArgs) -> Result<(), Failure> {
     use std::io::Write as _;
     let (policy, _) = load_policy(args.policy.as_deref())?;
     let mut clf = args.model.load(&policy)?;
+    if let Some(p) = &args.nodes {
+        clf.set_registry(&Registry::load(p).map_err(Failure::config)?);
+    }
     let opts = IngestOptions {
         max_text_bytes: policy.run.max_text_bytes,
         journal_persona: args.journal_persona.clone(),

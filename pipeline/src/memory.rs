@@ -78,7 +78,7 @@ impl MemoryIndex {
         let norm = norm_i8(&vector);
         self.by_persona
             .entry(persona.to_string())
-            .or_insert_with(Vec::new)
+            .or_default()
             .push(Memory {
                 id: id.to_string(),
                 vector,

@@ -97,6 +97,10 @@ pub struct Counts {
     pub promoted_edges: u64,
     /// Edges quarantined.
     pub quarantined_edges: u64,
+    /// Of the edges, links to an earlier memory (`memory:<id>` targets).
+    pub memory_links: u64,
+    /// Of the edges, mentions of people or agents not in the registry.
+    pub unknown_mentions: u64,
     /// Annotations that could not be read, quarantined whole.
     pub quarantined_annotations: u64,
     /// Annotation lines that match no record or cannot be read.
@@ -186,6 +190,8 @@ struct Ctx<'a> {
     tables: Tables,
     counts: Counts,
     reasons: BTreeMap<String, u64>,
+    /// The first memory links, for the receipt.
+    memory_links: Vec<serde_json::Value>,
 }
 
 /// Runs the job: the caller has chosen the annotator.
@@ -238,6 +244,7 @@ pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary,
         tables,
         counts: Counts::default(),
         reasons: BTreeMap::new(),
+        memory_links: Vec::new(),
     };
     for r in annotator.input_problems() {
         ctx.reject(&r, "annotations")?;
@@ -362,6 +369,7 @@ pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary,
         tables,
         counts,
         reasons,
+        memory_links,
         ..
     } = ctx;
     let mut paths = Vec::new();
@@ -390,6 +398,7 @@ pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary,
         "full": cfg.full,
         "counts": counts,
         "reasons": reasons,
+        "memory_links": memory_links,
         "skipped_from_runs": skipped_from,
         "attempts": 1,
         "retries_used": 0,
@@ -691,6 +700,25 @@ impl Ctx<'_> {
         }
         for e in edges {
             let quote = e.quote.text.as_deref();
+            if e.target_node.is_none() && e.target_mention.is_some() {
+                self.counts.unknown_mentions += 1;
+            }
+            if let Some(t) = e
+                .target_node
+                .as_deref()
+                .filter(|t| t.starts_with("memory:"))
+            {
+                self.counts.memory_links += 1;
+                if self.memory_links.len() < 100 {
+                    self.memory_links.push(json!({
+                        "record_id": rec.id, "source_node": e.source_node, "relation": e.relation,
+                        "target_node": t, "confidence": e.confidence, "edge_key": e.edge_key,
+                        "source_quote": quote,
+                        "outcome": if e.reasons.is_empty() { "promoted" } else { "quarantined" },
+                        "reasons": e.reasons.iter().map(|r| r.as_str()).collect::<Vec<_>>(),
+                    }));
+                }
+            }
             if e.reasons.is_empty() {
                 promoted += 1;
                 self.counts.promoted_edges += 1;

@@ -21,6 +21,9 @@ const FILE: &str = "records.parquet";
 const RUNS_KEY: &str = "tomlite.committed_runs";
 const BATCH: usize = 8192;
 
+/// A stored embedding: interned persona and int8 values.
+type Vector = (u32, Box<[i8]>);
+
 /// One processed record, as a run reports it to the state.
 #[derive(Debug, Clone, Copy)]
 pub struct StateRow<'a> {
@@ -68,7 +71,7 @@ pub struct State {
     string_ix: HashMap<String, u32>,
     runs: Vec<String>,
     /// Record id → (interned persona, int8 embedding).
-    vectors: HashMap<Box<str>, (u32, Box<[i8]>)>,
+    vectors: HashMap<Box<str>, Vector>,
 }
 
 impl State {
@@ -321,8 +324,7 @@ impl State {
                 cols.into_iter()
                     .map(|c| Arc::new(StringArray::from(c)) as ArrayRef),
             );
-            let vecs: Vec<Option<&(u32, Box<[i8]>)>> =
-                chunk.iter().map(|id| self.vectors.get(*id)).collect();
+            let vecs: Vec<Option<&Vector>> = chunk.iter().map(|id| self.vectors.get(*id)).collect();
             arrays.push(Arc::new(StringArray::from(
                 vecs.iter()
                     .map(|v| v.map(|(p, _)| self.strings[*p as usize].as_str()))

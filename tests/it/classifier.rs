@@ -170,7 +170,10 @@ fn train_writes_heads_and_a_card_that_eval_and_run_can_use() {
         .iter()
         .map(|h| h["spec"]["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["tom_kind", "affect", "intensity"]);
+    assert_eq!(names, ["tom_kind", "affect", "intensity", "person"]);
+    let edges = &card["edges"];
+    assert!(edges["person_min"].as_f64().unwrap() >= 0.5);
+    assert!(edges["memory_min_cosine"].as_f64().unwrap() > 0.0);
     for h in card["heads"].as_array().unwrap() {
         assert!(h["temperature"].as_f64().unwrap() > 0.0);
     }

@@ -143,7 +143,8 @@ impl Env {
     }
 }
 
-/// Reads a Parquet file into JSON rows (strings, floats, integers, string lists).
+/// Reads a Parquet file into JSON rows (strings, floats, integers, string
+/// lists; a binary cell reads as its length in bytes).
 pub fn read_table(path: &Path) -> Vec<Map<String, Value>> {
     let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(path).expect("table exists"))
         .unwrap()
@@ -172,6 +173,7 @@ fn cell(col: &ArrayRef, i: usize) -> Value {
         DataType::Utf8 => json!(col.as_string::<i32>().value(i)),
         DataType::Float64 => json!(col.as_primitive::<Float64Type>().value(i)),
         DataType::UInt64 => json!(col.as_primitive::<UInt64Type>().value(i)),
+        DataType::Binary => json!(col.as_binary::<i32>().value(i).len()),
         DataType::List(_) => {
             let l = col.as_list::<i32>().value(i);
             Value::Array((0..l.len()).map(|j| cell(&l, j)).collect())

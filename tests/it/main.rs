@@ -4,6 +4,7 @@
 mod classifier;
 mod common;
 mod decisions;
+mod edges;
 mod ingest;
 mod policy;
 mod sample;
