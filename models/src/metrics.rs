@@ -398,6 +398,36 @@ mod tag_calibration_tests {
     use super::*;
 
     #[test]
+    fn ridge_fit_stays_finite_on_separable_data_and_recovers_a_known_model() {
+        // Separable in x1: the unpenalised optimum is at infinity.
+        let rows: Vec<([f64; 2], bool)> = (0..200)
+            .map(|i| ([if i % 2 == 0 { 2.0 } else { -2.0 }, 0.0], i % 2 == 0))
+            .collect();
+        let w = fit_logistic_ridge(&rows, 0.01);
+        assert!(w.iter().all(|x| x.is_finite() && x.abs() < 50.0), "{w:?}");
+        assert!(logistic(&w, [2.0, 0.0]) > 0.95 && logistic(&w, [-2.0, 0.0]) < 0.05);
+        // Data drawn from σ(0.5 + 1.5·x1 − x2): the fit comes back close.
+        let mut rng = 12345u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let rows: Vec<([f64; 2], bool)> = (0..20_000)
+            .map(|_| {
+                let x = [next() * 4.0 - 2.0, next() * 4.0 - 2.0];
+                let y = next() < logistic(&[0.5, 1.5, -1.0], x);
+                (x, y)
+            })
+            .collect();
+        let w = fit_logistic_ridge(&rows, 1e-4);
+        for (a, b) in w.iter().zip([0.5, 1.5, -1.0]) {
+            assert!((a - b).abs() < 0.1, "{w:?}");
+        }
+    }
+
+    #[test]
     fn close_runner_ups_lower_the_tags_probability() {
         // Synthetic truth in the model's own family: P(primary right) =
         // σ(0.5 + 1.2·logit(p1) − 0.8·logit(p2)); the fit must recover it.

@@ -99,9 +99,12 @@ fn heads_learn_separable_data_reproducibly_and_round_trip() {
     .unwrap();
     assert!(accuracy(&tom, &xt, &yt) > 0.9);
 
+    let mut person = lin.clone();
+    person.spec.name = "person".into();
+    person.temperature = 1.3;
     let card = Card {
         encoder_sha256: "e".into(),
-        heads: [&tom, &mlp, &lin]
+        heads: [&tom, &mlp, &lin, &person]
             .iter()
             .map(|h| HeadCard {
                 spec: h.spec.clone(),
@@ -113,11 +116,13 @@ fn heads_learn_separable_data_reproducibly_and_round_trip() {
         training: serde_json::Value::Null,
         notes: serde_json::Value::Null,
         tag_calibration: None,
+        edges: None,
     };
     let mut heads = Heads {
         tom_kind: tom,
         affect: mlp,
         intensity: lin,
+        person: Some(person),
         card,
     };
     heads.affect.temperature = 1.7;
@@ -125,6 +130,13 @@ fn heads_learn_separable_data_reproducibly_and_round_trip() {
     heads.save(dir.path()).unwrap();
     let back = Heads::load(dir.path()).unwrap();
     assert_eq!(back.affect.temperature, 1.7);
+    // The optional fourth head comes back under its own name.
+    let p = back.person.as_ref().expect("person head saved and loaded");
+    assert_eq!(p.temperature, 1.3);
+    assert_eq!(
+        p.probabilities(&xt).unwrap(),
+        heads.person.as_ref().unwrap().probabilities(&xt).unwrap()
+    );
     assert_eq!(
         back.affect.probabilities(&xt).unwrap(),
         heads.affect.probabilities(&xt).unwrap()
