@@ -77,7 +77,9 @@ pub enum Targets {
         /// Loss weight per example.
         weights: Vec<f32>,
     },
-    /// A 0/1 vector per example.
+    /// A 0/1 vector per example; -1 marks a label as unknown for that
+    /// example (left out of the loss: a curator's rejection says one kind
+    /// is wrong and nothing of the others).
     Multi(Vec<Vec<f32>>),
 }
 
@@ -257,8 +259,24 @@ impl Head {
                             .iter()
                             .flat_map(|&i| ys[i as usize].iter().copied())
                             .collect();
-                        let y = Tensor::from_vec(flat, (chunk.len(), out), &Device::Cpu)?;
-                        candle_nn::loss::binary_cross_entropy_with_logit(&logits, &y)?
+                        if flat.iter().any(|&v| v < 0.0) {
+                            // Unknown labels (-1) are left out of the loss.
+                            let mask: Vec<f32> = flat
+                                .iter()
+                                .map(|&v| if v < 0.0 { 0.0 } else { 1.0 })
+                                .collect();
+                            let kept = mask.iter().sum::<f32>().max(1.0);
+                            let y: Vec<f32> = flat.iter().map(|&v| v.max(0.0)).collect();
+                            let y = Tensor::from_vec(y, (chunk.len(), out), &Device::Cpu)?;
+                            let m = Tensor::from_vec(mask, (chunk.len(), out), &Device::Cpu)?;
+                            // max(z, 0) - z·y + log(1 + exp(-|z|)), per element.
+                            let per = ((logits.relu()? - (&logits * &y)?)?
+                                + ((logits.abs()?.neg()?.exp()? + 1.0)?.log()?))?;
+                            ((per * m)?.sum_all()? / f64::from(kept))?
+                        } else {
+                            let y = Tensor::from_vec(flat, (chunk.len(), out), &Device::Cpu)?;
+                            candle_nn::loss::binary_cross_entropy_with_logit(&logits, &y)?
+                        }
                     }
                 };
                 opt.backward_step(&loss)?;

@@ -51,6 +51,9 @@ pub enum LearnError {
         /// The label.
         label: String,
     },
+    /// The curated decisions cannot be read.
+    #[error(transparent)]
+    Curated(Box<crate::curate::CurateError>),
     /// The training registry cannot be used.
     #[error(transparent)]
     Nodes(Box<crate::nodes::NodesError>),
@@ -100,6 +103,8 @@ pub struct TrainConfig {
     pub cache: Option<PathBuf>,
     /// The node registry of the training data (gold `mentions` are its ids).
     pub nodes: Option<PathBuf>,
+    /// A staging directory whose curated decisions become examples.
+    pub curated: Option<PathBuf>,
 }
 
 fn index_of(labels: &[&str], l: &str) -> Option<usize> {
@@ -226,6 +231,74 @@ fn tom_set(records: &[LabeledRecord], path: &str, with_quotes: bool) -> Result<T
         }
     }
     Ok(s)
+}
+
+/// tom_kind examples from a curator's decisions on tags: an accepted tag is
+/// an example of its kind, a relabelled one of its new kind (the record
+/// and its quote each), a rejected one says only that its kind is wrong
+/// there (target 0 for that kind, the others left out of the loss).
+/// Edges are counted, not used: the heads learn no edges.
+struct CuratedSet {
+    texts: Vec<String>,
+    targets: Vec<Vec<f32>>,
+    /// Per example: which decision it comes from (resampled together).
+    group: Vec<usize>,
+    stats: BTreeMap<&'static str, usize>,
+}
+
+fn curated_set(rows: &[crate::curate::CuratedRow]) -> CuratedSet {
+    let n = TOM_KINDS.len();
+    let mut c = CuratedSet {
+        texts: Vec::new(),
+        targets: Vec::new(),
+        group: Vec::new(),
+        stats: BTreeMap::new(),
+    };
+    for (g, r) in rows.iter().enumerate() {
+        if r.item_type == "edge" {
+            *c.stats.entry("edges_not_used").or_default() += 1;
+            continue;
+        }
+        let kind = |l: &Option<String>| l.as_deref().and_then(|l| index_of(&TOM_KINDS, l));
+        let target = match r.decision.as_str() {
+            "accept" | "relabel" => kind(&r.label).map(|k| {
+                let mut t = vec![0f32; n];
+                t[k] = 1.0;
+                t
+            }),
+            "reject" => kind(&r.original_label).map(|k| {
+                let mut t = vec![-1f32; n];
+                t[k] = 0.0;
+                t
+            }),
+            _ => None,
+        };
+        let Some(target) = target else {
+            *c.stats.entry("not_usable").or_default() += 1;
+            continue;
+        };
+        *c.stats
+            .entry(match r.decision.as_str() {
+                "accept" => "accepted",
+                "relabel" => "relabelled",
+                _ => "rejected",
+            })
+            .or_default() += 1;
+        // For an accepted or relabelled tag the record has that kind; for
+        // a rejected one, neither the record nor the quote has it.
+        c.texts.push(r.record_text.clone());
+        c.targets.push(target.clone());
+        c.group.push(g);
+        if let Some(q) = &r.source_quote
+            && !q.trim().is_empty()
+            && q.trim() != r.record_text.trim()
+        {
+            c.texts.push(q.clone());
+            c.targets.push(target);
+            c.group.push(g);
+        }
+    }
+    c
 }
 
 /// Members of the bagged linear heads.
@@ -430,11 +503,43 @@ pub fn train(cfg: &TrainConfig, progress: &mut dyn FnMut(&str)) -> Result<Card, 
         hidden: 0,
     };
     let mut epochs_log = Vec::new();
+    // Curated decisions join the tom_kind head's examples (never dev, never
+    // the calibration rows below, which are the labeled records only).
+    let curated_rows: Vec<crate::curate::CuratedRow> = match &cfg.curated {
+        Some(dir) => crate::curate::Curated::load(dir)
+            .map_err(|e| LearnError::Curated(Box::new(e)))?
+            .rows()
+            .cloned()
+            .collect(),
+        None => Vec::new(),
+    };
+    let cur = curated_set(&curated_rows);
+    let (x_tom, tom_targets, tom_group) = if cur.texts.is_empty() {
+        (
+            x_tr.clone(),
+            multi_hot(&tr.kinds, TOM_KINDS.len()),
+            tr.group.clone(),
+        )
+    } else {
+        progress(&format!(
+            "curated: {} decisions give {} tom_kind examples ({:?})",
+            curated_rows.len(),
+            cur.texts.len(),
+            cur.stats
+        ));
+        let x_cur = embed(&encoder, &refs(&cur.texts), "curated", cache, progress)?;
+        let offset = tr.group.iter().max().map_or(0, |g| g + 1);
+        let mut targets = multi_hot(&tr.kinds, TOM_KINDS.len());
+        targets.extend(cur.targets.iter().cloned());
+        let mut group = tr.group.clone();
+        group.extend(cur.group.iter().map(|g| g + offset));
+        (Tensor::cat(&[&x_tr, &x_cur], 0)?, targets, group)
+    };
     let tom_bag = train_bagged(
         &tom_spec,
-        &x_tr,
-        &Targets::Multi(multi_hot(&tr.kinds, TOM_KINDS.len())),
-        &tr.group,
+        &x_tom,
+        &Targets::Multi(tom_targets),
+        &tom_group,
         &small,
         |_, e, l| epochs_log.push(("tom_kind".to_string(), e, l)),
     )?;
@@ -519,7 +624,7 @@ pub fn train(cfg: &TrainConfig, progress: &mut dyn FnMut(&str)) -> Result<Card, 
         .map(|i| i == 0 || tr.group[i] != tr.group[i - 1])
         .collect();
     let oob_rows = |oob: &[Option<Vec<f32>>]| -> Vec<usize> {
-        (0..oob.len())
+        (0..first_of_record.len().min(oob.len()))
             .filter(|&i| first_of_record[i] && oob[i].is_some())
             .collect()
     };
@@ -694,7 +799,9 @@ pub fn train(cfg: &TrainConfig, progress: &mut dyn FnMut(&str)) -> Result<Card, 
             "goemotions_train": ge_train.len(),
             "goemotions_train_cap": cfg.max_goemotions,
             "goemotions_dev": ge_dev.len(),
-            "curated_examples": 0,
+            "curated_examples": cur.texts.len(),
+            "curated_decisions": cur.stats,
+            "curated_from": cfg.curated.as_ref().map(|p| p.display().to_string()),
         }),
         training: json!({
             "options": cfg.options,

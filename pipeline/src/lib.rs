@@ -32,6 +32,7 @@
 
 pub mod annotation;
 pub mod classifier;
+pub mod curate;
 pub mod decide;
 pub mod edge_model;
 pub mod events;
@@ -43,6 +44,7 @@ pub mod nodes;
 mod parquet_in;
 pub mod policy;
 pub mod record;
+pub mod report;
 pub mod run;
 pub mod segment;
 pub mod tables;

@@ -57,6 +57,51 @@ enum Command {
     Train(TrainArgs),
     /// Measure the classifier on labeled records and/or a GoEmotions split.
     Eval(EvalArgs),
+    /// The curator's decisions: apply a decisions file, or show what is pending.
+    #[command(subcommand)]
+    Curate(CurateCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum CurateCommand {
+    /// Apply decisions.jsonl (exported from report.html) to <staging>/curated/.
+    Apply(CurateApplyArgs),
+    /// What is pending, decided and applied.
+    Status(CurateStatusArgs),
+}
+
+#[derive(Debug, Args)]
+struct CurateApplyArgs {
+    /// The decisions file (JSONL: run_id, item_id, decision, label, target_node, curator, note, decided_at).
+    decisions: PathBuf,
+    /// Staging directory (default: the policy's run.staging).
+    #[arg(long)]
+    staging: Option<PathBuf>,
+    /// Node registry for relabelled edges (default: the one the item's run used).
+    #[arg(long)]
+    nodes: Option<PathBuf>,
+    /// Policy file (for run.staging).
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// Print JSON for machines.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct CurateStatusArgs {
+    /// Staging directory (default: the policy's run.staging).
+    #[arg(long)]
+    staging: Option<PathBuf>,
+    /// Also count the lines of this decisions file that are not applied yet.
+    #[arg(long)]
+    decisions: Option<PathBuf>,
+    /// Policy file (for run.staging).
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// Print JSON for machines.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -154,6 +199,11 @@ struct TrainArgs {
     /// Node registry of the training data (default: data/training/nodes.jsonl).
     #[arg(long)]
     nodes: Option<PathBuf>,
+    /// A staging directory whose curated decisions (curate apply) become
+    /// tom_kind examples: accepted and relabelled tags as positives,
+    /// rejected ones as negatives of their kind.
+    #[arg(long)]
+    curated: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -239,6 +289,8 @@ fn main() -> ExitCode {
         Command::Annotate(args) => cmd_annotate(args),
         Command::Train(args) => cmd_train(args),
         Command::Eval(args) => cmd_eval(args),
+        Command::Curate(CurateCommand::Apply(args)) => cmd_curate_apply(args),
+        Command::Curate(CurateCommand::Status(args)) => cmd_curate_status(args),
     };
     match result {
         Ok(()) => ExitStatus::Success.into(),
@@ -268,6 +320,116 @@ fn cmd_policy(args: PolicyArgs) -> Result<(), Failure> {
     println!("# effective policy from {source}");
     println!("# sha256: {}", policy.sha256());
     print!("{}", policy.to_yaml());
+    Ok(())
+}
+
+fn staging_of(
+    explicit: Option<&PathBuf>,
+    policy: Option<&std::path::Path>,
+) -> Result<PathBuf, Failure> {
+    if let Some(s) = explicit {
+        return Ok(s.clone());
+    }
+    let (policy, _) = load_policy(policy)?;
+    policy.run.staging.clone().ok_or_else(|| {
+        Failure::config(anyhow::anyhow!(
+            "no staging directory: pass --staging DIR or set run.staging in the policy"
+        ))
+    })
+}
+
+fn curate_failure(e: tomlite::curate::CurateError) -> Failure {
+    match e {
+        tomlite::curate::CurateError::Staging(e @ tomlite_staging::Error::Locked { .. }) => {
+            Failure {
+                status: ExitStatus::Locked,
+                error: anyhow::Error::new(e)
+                    .context("a run holds the staging directory; nothing was applied"),
+            }
+        }
+        tomlite::curate::CurateError::Nodes(e) => Failure::config(e),
+        e => Failure {
+            status: ExitStatus::Failed,
+            error: e.into(),
+        },
+    }
+}
+
+fn cmd_curate_apply(args: CurateApplyArgs) -> Result<(), Failure> {
+    let staging = staging_of(args.staging.as_ref(), args.policy.as_deref())?;
+    if !staging.join("state").exists() {
+        return Err(Failure::config(anyhow::anyhow!(
+            "{} holds no committed run",
+            staging.display()
+        )));
+    }
+    let registry = match &args.nodes {
+        Some(p) => Some(Registry::load(p).map_err(Failure::config)?),
+        None => None,
+    };
+    let report = tomlite::curate::apply(&staging, &args.decisions, registry.as_ref())
+        .map_err(curate_failure)?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        );
+    } else {
+        println!(
+            "tomlite curate apply {}: {} lines: {} new, {} updated, {} already applied, {} not applied",
+            args.decisions.display(),
+            report.lines,
+            report.new,
+            report.updated,
+            report.unchanged,
+            report.errors.len()
+        );
+        for e in &report.errors {
+            eprintln!("tomlite: {}: {e}", args.decisions.display());
+        }
+        if let Some(p) = &report.written {
+            println!("  curated     {}", p.display());
+        }
+    }
+    if report.errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure {
+            status: ExitStatus::Failed,
+            error: anyhow::anyhow!(
+                "{} decision lines were not applied (the valid ones were)",
+                report.errors.len()
+            ),
+        })
+    }
+}
+
+fn cmd_curate_status(args: CurateStatusArgs) -> Result<(), Failure> {
+    let staging = staging_of(args.staging.as_ref(), args.policy.as_deref())?;
+    let st =
+        tomlite::curate::status(&staging, args.decisions.as_deref()).map_err(curate_failure)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&st).unwrap_or_default());
+        return Ok(());
+    }
+    println!("tomlite curate status {}", staging.display());
+    println!(
+        "  pending     {} items (queued by the run that last processed their record, no decision yet)",
+        st["pending"]
+    );
+    for (k, v) in st["pending_by_reason"].as_object().into_iter().flatten() {
+        println!("    {k:32} {v}");
+    }
+    println!("  applied     {} decisions", st["applied"]);
+    for (k, v) in st["applied_by_decision"].as_object().into_iter().flatten() {
+        println!("    {k:32} {v}");
+    }
+    if let Some(d) = st.get("decisions_file") {
+        println!(
+            "  decided     {} lines in {}, {} not applied yet",
+            d["lines"], d["path"], d["decided_not_applied"]
+        );
+    }
     Ok(())
 }
 
@@ -508,6 +670,7 @@ fn cmd_train(args: TrainArgs) -> Result<(), Failure> {
             .nodes
             .clone()
             .or_else(|| Some(repo_path("data/training/nodes.jsonl")).filter(|p| p.exists())),
+        curated: args.curated.clone(),
         cache: match &args.cache {
             Some(p) if p.as_os_str() == "none" => None,
             Some(p) => Some(p.clone()),

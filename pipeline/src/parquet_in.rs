@@ -124,6 +124,18 @@ impl Iterator for ParquetRecords {
 
 /// Reads every row of a small Parquet file (the node registry) as field maps.
 pub fn rows(path: &Path, fields: &[&str]) -> Result<Vec<Map<String, Value>>, IngestError> {
+    let mut out = Vec::new();
+    rows_each(path, fields, |m| out.push(m))?;
+    Ok(out)
+}
+
+/// Streams the rows of a Parquet file as field maps (only `fields`), one
+/// batch in memory at a time.
+pub fn rows_each(
+    path: &Path,
+    fields: &[&str],
+    mut each: impl FnMut(Map<String, Value>),
+) -> Result<(), IngestError> {
     let file = File::open(path).map_err(|source| IngestError::Io {
         path: path.to_path_buf(),
         source,
@@ -134,23 +146,24 @@ pub fn rows(path: &Path, fields: &[&str]) -> Result<Vec<Map<String, Value>>, Ing
             path: path.to_path_buf(),
             source,
         })?;
-    let mut out = Vec::new();
     for batch in reader {
         let batch = batch.map_err(|source| IngestError::Arrow {
             path: path.to_path_buf(),
             source,
         })?;
+        let cols: Vec<(&str, &ArrayRef)> = fields
+            .iter()
+            .filter_map(|f| batch.column_by_name(f).map(|c| (*f, c)))
+            .collect();
         for i in 0..batch.num_rows() {
             let mut m = Map::new();
-            for f in fields {
-                if let Some(col) = batch.column_by_name(f) {
-                    m.insert((*f).to_string(), cell(col, i));
-                }
+            for (f, col) in &cols {
+                m.insert((*f).to_string(), cell(col, i));
             }
-            out.push(m);
+            each(m);
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// One cell as a JSON value: strings stay strings, timestamps become RFC3339,
@@ -197,12 +210,15 @@ fn cell(col: &ArrayRef, i: usize) -> Value {
             Ok(a) => Value::from(a.as_primitive::<Int64Type>().value(0)),
             Err(_) => Value::Null,
         },
-        DataType::Float32 | DataType::Float64 => {
-            match arrow_cast::cast(&col.slice(i, 1), &DataType::Float64) {
-                Ok(a) => Value::from(a.as_primitive::<Float64Type>().value(0)),
-                Err(_) => Value::Null,
-            }
-        }
+        DataType::UInt64 => Value::from(
+            col.as_primitive::<arrow_array::types::UInt64Type>()
+                .value(i),
+        ),
+        DataType::Float64 => Value::from(col.as_primitive::<Float64Type>().value(i)),
+        DataType::Float32 => match arrow_cast::cast(&col.slice(i, 1), &DataType::Float64) {
+            Ok(a) => Value::from(a.as_primitive::<Float64Type>().value(0)),
+            Err(_) => Value::Null,
+        },
         DataType::Null => Value::Null,
         other => serde_json::json!({ "unsupported_type": other.to_string() }),
     }

@@ -65,6 +65,15 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
+    /// The report cannot be built.
+    #[error(transparent)]
+    Report(crate::report::ReportError),
+    /// The curated decisions cannot be read.
+    #[error("cannot read the curated decisions: {message}")]
+    Curated {
+        /// What went wrong.
+        message: String,
+    },
     /// An input's sha256 cannot be computed.
     #[error("cannot hash input {}", path.display())]
     Hash {
@@ -101,6 +110,9 @@ pub struct Counts {
     pub memory_links: u64,
     /// Of the edges, mentions of people or agents not in the registry.
     pub unknown_mentions: u64,
+    /// Items a curator already decided for the same, unchanged record: not
+    /// queued again.
+    pub curator_suppressed: u64,
     /// Annotations that could not be read, quarantined whole.
     pub quarantined_annotations: u64,
     /// Annotation lines that match no record or cannot be read.
@@ -192,6 +204,8 @@ struct Ctx<'a> {
     reasons: BTreeMap<String, u64>,
     /// The first memory links, for the receipt.
     memory_links: Vec<serde_json::Value>,
+    /// Curated items by record id: (fingerprint hex, identity, decision).
+    suppress: foldhash::HashMap<String, Vec<(String, String, String)>>,
 }
 
 /// Runs the job: the caller has chosen the annotator.
@@ -245,6 +259,11 @@ pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary,
         counts: Counts::default(),
         reasons: BTreeMap::new(),
         memory_links: Vec::new(),
+        suppress: crate::curate::Curated::load(&cfg.staging)
+            .map_err(|e| RunError::Curated {
+                message: e.to_string(),
+            })?
+            .suppression(),
     };
     for r in annotator.input_problems() {
         ctx.reject(&r, "annotations")?;
@@ -406,6 +425,23 @@ pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary,
         "stop_condition": "input_exhausted",
     });
     run.write_json("receipt.json", &receipt)?;
+    // The curator's report, from the closed tables.
+    events.started("write report");
+    let previous = staging
+        .latest()?
+        .and_then(|id| std::fs::read(staging.runs_dir().join(id).join("receipt.json")).ok())
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    let data = crate::report::data(&crate::report::ReportInput {
+        dir: run.path(),
+        receipt: &receipt,
+        previous,
+        policy: &cfg.policy,
+        registry: cfg.nodes.as_ref().map(|(_, r)| r),
+    })
+    .map_err(RunError::Report)?;
+    run.write_file("report.html", crate::report::html(&data).as_bytes())?;
+    run.write_file("report.md", crate::report::markdown(&data).as_bytes())?;
+    events.completed("write report");
     events
         .emit(Event {
             phase: "commit",
@@ -590,7 +626,19 @@ impl Ctx<'_> {
         }
     }
 
+    /// Whether a curator already decided this item of this unchanged record.
+    fn curated(&self, rec: &Record, identity: &str) -> bool {
+        self.suppress.get(&rec.id).is_some_and(|items| {
+            let fp = hex::encode(rec.fingerprint());
+            items.iter().any(|(f, i, _)| *f == fp && i == identity)
+        })
+    }
+
     fn unparseable(&mut self, rec: &Record, raw: &str, error: &str) -> Result<(), RunError> {
+        if self.curated(rec, "annotation") {
+            self.counts.curator_suppressed += 1;
+            return Ok(());
+        }
         self.counts.quarantined_annotations += 1;
         self.count_reasons(&[Reason::UnparseableAnnotation]);
         let item_id = format!("{}#annotation", rec.id);
@@ -622,6 +670,7 @@ impl Ctx<'_> {
             Val::S(Some(raw)),
             Val::S(Some(&self.info.id)),
             Val::S(Some(&self.run_id)),
+            Val::S(Some(rec.kind.as_str())),
         ])?;
         Ok(())
     }
@@ -662,6 +711,11 @@ impl Ctx<'_> {
                     Val::S(Some(&self.run_id)),
                     Val::S(Some(&t.item_id)),
                 ])?;
+            } else if self.curated(
+                rec,
+                &crate::curate::identity("tag", t.tom_kind.as_deref(), None),
+            ) {
+                self.counts.curator_suppressed += 1;
             } else {
                 quarantined += 1;
                 self.counts.quarantined_tags += 1;
@@ -695,6 +749,7 @@ impl Ctx<'_> {
                     Val::S(None),
                     Val::S(Some(&self.info.id)),
                     Val::S(Some(&self.run_id)),
+                    Val::S(Some(rec.kind.as_str())),
                 ])?;
             }
         }
@@ -738,6 +793,11 @@ impl Ctx<'_> {
                     Val::S(Some(&self.run_id)),
                     Val::S(Some(&e.item_id)),
                 ])?;
+            } else if self.curated(
+                rec,
+                &crate::curate::identity("edge", None, Some(&e.edge_key)),
+            ) {
+                self.counts.curator_suppressed += 1;
             } else {
                 quarantined += 1;
                 self.counts.quarantined_edges += 1;
@@ -771,6 +831,7 @@ impl Ctx<'_> {
                     Val::S(None),
                     Val::S(Some(&self.info.id)),
                     Val::S(Some(&self.run_id)),
+                    Val::S(Some(rec.kind.as_str())),
                 ])?;
             }
         }

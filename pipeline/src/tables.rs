@@ -106,6 +106,35 @@ pub const QUARANTINE: Columns = &[
     ("raw_annotation", Str, true),
     ("annotator", Str, false),
     ("run_id", Str, false),
+    ("record_kind", Str, false),
+];
+
+/// Curator decisions applied to quarantined items (`curated/curated.parquet`).
+pub const CURATED: Columns = &[
+    ("run_id", Str, false),
+    ("item_id", Str, false),
+    ("item_type", Str, false),
+    ("record_id", Str, false),
+    ("persona_id", Str, false),
+    ("record_kind", Str, true),
+    ("decision", Str, false),
+    ("label", Str, true),
+    ("original_label", Str, true),
+    ("target_node", Str, true),
+    ("original_target_node", Str, true),
+    ("target_mention", Str, true),
+    ("edge_key", Str, true),
+    ("affect", Str, true),
+    ("intensity", Str, true),
+    ("source_quote", Str, true),
+    ("quote_start", U64, true),
+    ("quote_end", U64, true),
+    ("record_text", Str, false),
+    ("record_fingerprint", Str, true),
+    ("curator", Str, false),
+    ("note", Str, true),
+    ("decided_at", Str, false),
+    ("applied_at", Str, false),
 ];
 
 /// Abstained records.
@@ -174,6 +203,23 @@ impl Table {
     ) -> Result<Self, tomlite_staging::Error> {
         let schema = schema(cols);
         let writer = run.table(name, schema.clone())?;
+        Ok(Self {
+            name,
+            builders: Self::builders(cols),
+            schema,
+            buffered: 0,
+            writer,
+        })
+    }
+
+    /// Opens a table at `path`, outside any run directory (the curated table).
+    pub fn create_at(
+        path: &std::path::Path,
+        name: &'static str,
+        cols: Columns,
+    ) -> Result<Self, tomlite_staging::Error> {
+        let schema = schema(cols);
+        let writer = TableWriter::create(path, schema.clone())?;
         Ok(Self {
             name,
             builders: Self::builders(cols),

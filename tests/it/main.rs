@@ -3,6 +3,7 @@
 
 mod classifier;
 mod common;
+mod curate;
 mod decisions;
 mod edges;
 mod ingest;

@@ -1,0 +1,176 @@
+//! The curator's loop through the CLI: `curate apply` validates a decisions
+//! file line by line and applies the valid lines to `curated/`, idempotently;
+//! `curate status` shows what is pending and applied; later runs do not
+//! queue a decided item again while its record is unchanged; `train
+//! --curated` learns from the decisions.
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+fn curate(env: &Env, args: &[&str]) -> Ran {
+    let mut cmd = bin();
+    cmd.current_dir(env.dir.path()).arg("curate").args(args);
+    let o = cmd.output().unwrap();
+    Ran {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+fn decision(run: &str, item: &str, decision: &str, label: Value, target: Value) -> Value {
+    json!({"run_id": run, "item_id": item, "decision": decision, "label": label,
+           "target_node": target, "curator": "rosa", "note": null,
+           "decided_at": "2026-11-30T08:00:00Z"})
+}
+
+#[test]
+fn decisions_apply_once_are_validated_by_line_and_stop_requeueing() {
+    let env = Env::new();
+    let annotations = repo().join("data/sample/annotations.jsonl");
+    env.run_sample(&["--annotations", annotations.to_str().unwrap()])
+        .ok();
+    let run = env.receipt()["run_id"].as_str().unwrap().to_string();
+    let queued = env.table("quarantine").len();
+    assert_eq!(queued, 28);
+    let lines = [
+        decision(&run, "s-009#tag0", "accept", json!("goal"), Value::Null),
+        decision(&run, "j-009#tag0", "relabel", json!("emotion"), Value::Null),
+        decision(&run, "j-007#tag0", "reject", json!("belief"), Value::Null),
+        decision(
+            &run,
+            "j-008#edge0",
+            "relabel",
+            json!("relationship"),
+            json!("person:priya"),
+        ),
+        decision(&run, "nope#tag0", "accept", Value::Null, Value::Null),
+        decision(&run, "s-011#tag0", "relabel", json!("furious"), Value::Null),
+        decision(
+            &run,
+            "s-008#edge0",
+            "relabel",
+            Value::Null,
+            json!("user:nobody"),
+        ),
+        json!("not an object"),
+        decision(&run, "m-006#tag0", "accept", json!("emotion"), Value::Null),
+        decision(&run, "j-014#edge1", "accept", Value::Null, Value::Null),
+    ];
+    let mut text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    text.push_str("{\"item_id\": \"s-005#tag0\", \"decision\": \n");
+    env.write("decisions.jsonl", &text);
+
+    let ran = curate(&env, &["apply", "decisions.jsonl", "--staging", "staging"]);
+    // Bad lines make the command fail, and the good ones are applied.
+    assert_eq!(ran.code, 1, "{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.stdout
+            .contains("11 lines: 5 new, 0 updated, 0 already applied, 6 not applied"),
+        "{}",
+        ran.stdout
+    );
+    for expected in [
+        "line 5 (nope#tag0): item_id: not in the quarantine of run",
+        "line 6 (s-011#tag0): label: `furious` is not a tom_kind",
+        "line 7 (s-008#edge0): target_node: `user:nobody` is not in the node registry",
+        "line 8: (line): expected a JSON object",
+        "line 10 (j-014#edge1): decision: the edge's target is not in the registry",
+        "line 11: (line): malformed JSON",
+    ] {
+        assert!(ran.stderr.contains(expected), "{expected}\n{}", ran.stderr);
+    }
+    let curated_path = env.staging().join("curated/curated.parquet");
+    let curated = read_table(&curated_path);
+    assert_eq!(curated.len(), 5);
+    let row = |id: &str| by(&curated, "item_id", id)[0].clone();
+    assert_eq!(row("j-009#tag0")["label"], "emotion");
+    assert_eq!(row("j-009#tag0")["original_label"], "Frustrated");
+    assert_eq!(row("j-008#edge0")["target_node"], "person:priya");
+    assert_eq!(
+        row("j-008#edge0")["original_target_node"],
+        "user:priya-unknown"
+    );
+    assert_eq!(row("j-007#tag0")["decision"], "reject");
+    for r in &curated {
+        assert_eq!(r["curator"], "rosa");
+        assert_eq!(r["decided_at"], "2026-11-30T08:00:00Z");
+        assert_eq!(r["record_fingerprint"].as_str().unwrap().len(), 32);
+        assert!(!r["record_text"].as_str().unwrap().is_empty());
+    }
+
+    // The same file again changes nothing.
+    let before = std::fs::read(&curated_path).unwrap();
+    let again = curate(&env, &["apply", "decisions.jsonl", "--staging", "staging"]);
+    assert!(
+        again.stdout.contains("0 new, 0 updated, 5 already applied"),
+        "{}",
+        again.stdout
+    );
+    assert_eq!(std::fs::read(&curated_path).unwrap(), before);
+
+    // Status: what is pending and applied.
+    let st = curate(
+        &env,
+        &[
+            "status",
+            "--staging",
+            "staging",
+            "--json",
+            "--decisions",
+            "decisions.jsonl",
+        ],
+    );
+    assert_eq!(st.code, 0, "{}", st.stderr);
+    let st: Value = serde_json::from_str(&st.stdout).unwrap();
+    assert_eq!(st["pending"], queued as u64 - 5);
+    assert_eq!(st["applied"], 5);
+    assert_eq!(st["applied_by_decision"]["relabel"], 2);
+    assert_eq!(st["decisions_file"]["decided_not_applied"], 6);
+
+    // A full re-run of the unchanged records does not queue the decided items again.
+    env.run_sample(&["--annotations", annotations.to_str().unwrap(), "--full"])
+        .ok();
+    let q = env.table("quarantine");
+    assert_eq!(q.len(), queued - 5);
+    for id in [
+        "s-009#tag0",
+        "j-009#tag0",
+        "j-007#tag0",
+        "j-008#edge0",
+        "m-006#tag0",
+    ] {
+        assert!(by(&q, "item_id", id).is_empty(), "{id} queued again");
+    }
+    assert_eq!(env.receipt()["counts"]["curator_suppressed"], 5);
+
+    // The decisions become training examples, and the card counts them.
+    let shared = repo().join("../shared/datasets/goemotions");
+    let data = repo().join("data/training/tom_lite/part-a.jsonl");
+    let out = bin()
+        .current_dir(env.dir.path())
+        .args([
+            "train", "--limit", "40", "--epochs", "2", "--out", "heads", "--cache", "cache",
+        ])
+        .args([
+            "--goemotions",
+            shared.to_str().unwrap(),
+            "--data",
+            data.to_str().unwrap(),
+        ])
+        .args(["--curated", "staging"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("curated: 5 decisions give"), "{stderr}");
+    let card: Value =
+        serde_json::from_slice(&std::fs::read(env.path("heads/card.json")).unwrap()).unwrap();
+    let td = &card["training_data"];
+    assert!(td["curated_examples"].as_u64().unwrap() >= 4, "{td}");
+    assert_eq!(td["curated_decisions"]["accepted"], 2);
+    assert_eq!(td["curated_decisions"]["relabelled"], 1);
+    assert_eq!(td["curated_decisions"]["rejected"], 1);
+    assert_eq!(td["curated_decisions"]["edges_not_used"], 1);
+}
