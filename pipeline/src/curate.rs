@@ -338,11 +338,7 @@ pub struct ApplyReport {
 type RunItems = HashMap<String, Option<HashMap<String, Map<String, Value>>>>;
 
 /// Quarantined items of one run, by item id.
-fn run_items(
-    staging: &Path,
-    run_id: &str,
-    cache: &mut RunItems,
-) -> Result<(), CurateError> {
+fn run_items(staging: &Path, run_id: &str, cache: &mut RunItems) -> Result<(), CurateError> {
     if cache.contains_key(run_id) {
         return Ok(());
     }

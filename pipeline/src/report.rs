@@ -250,12 +250,15 @@ pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
     }))
 }
 
-/// The page: the template with the data inline. `</` is escaped so the
-/// data cannot close its script element.
+/// The page: the template with the data inline. Every `<`, `>` and `&`
+/// of the data is written as a JSON escape, so no record text can close or
+/// comment out the script element it sits in.
 pub fn html(data: &Value) -> String {
     let json = serde_json::to_string(data)
         .unwrap_or_else(|_| "{}".into())
-        .replace("</", "<\\/")
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
         .replace('\u{2028}', "\\u2028")
         .replace('\u{2029}', "\\u2029");
     TEMPLATE.replacen("__TOMLITE_DATA__", &json, 1)
@@ -379,4 +382,36 @@ pub fn markdown(data: &Value) -> String {
         n(&data["rejects_total"])
     );
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_text_cannot_break_out_of_the_data_script() {
+        let text = "a </script><!-- <script>alert(1)</script> & b";
+        let page = html(&json!({"texts": [text]}));
+        assert!(!page.contains("__TOMLITE_DATA__"));
+        let open = r#"<script id="tomlite-data" type="application/json">"#;
+        let from = page.find(open).unwrap() + open.len();
+        let to = from + page[from..].find("</script>").unwrap();
+        let back: Value = serde_json::from_str(&page[from..to]).unwrap();
+        assert_eq!(back["texts"][0], text);
+        assert!(!page[from..to].contains('<'));
+    }
+
+    #[test]
+    fn quote_offsets_become_utf16_offsets_only_when_verbatim() {
+        let t = "🎉 Sam said “hi”.";
+        let s = t.find("Sam").unwrap() as u64;
+        let e = s + "Sam said".len() as u64;
+        // The emoji is 2 UTF-16 units and 4 bytes.
+        assert_eq!(
+            utf16_span(t, Some(s), Some(e), Some("Sam said")),
+            Some((3, 11))
+        );
+        assert_eq!(utf16_span(t, Some(s + 1), Some(e), Some("Sam said")), None);
+        assert_eq!(utf16_span(t, Some(1), Some(3), Some("x")), None);
+    }
 }

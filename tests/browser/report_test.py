@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""The curator's report in a real browser (headless Chromium via selenium).
+
+Runs the job on the bundled sample (its annotations file, so the queue is
+known: 28 items), opens the run's report.html from disk, checks the counts
+and that the queue renders, accepts one item and relabels another through
+the page, exports decisions.jsonl, feeds it to `tomlite curate apply` and
+checks what was curated. Saves screenshots in the test's temp dir (and in
+$REPORT_SCREENSHOTS when set).
+
+Usage: tests/browser/report_test.py PATH/TO/tomlite
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def check(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+
+
+def main():
+    tomlite = os.path.abspath(sys.argv[1])
+    tmp = tempfile.mkdtemp(prefix="tomlite-browser-")
+    staging = os.path.join(tmp, "staging")
+    data = os.path.join(ROOT, "data", "sample")
+    subprocess.run(
+        [tomlite, "run", "--input", f"{data}/records.jsonl", "--nodes", f"{data}/nodes.jsonl",
+         "--annotations", f"{data}/annotations.jsonl", "--staging", staging],
+        check=True, stdout=subprocess.DEVNULL)
+    run_id = open(os.path.join(staging, "LATEST")).read().strip()
+    run_dir = os.path.join(staging, "runs", run_id)
+    receipt = json.load(open(os.path.join(run_dir, "receipt.json")))
+    c = receipt["counts"]
+    queued = c["quarantined_tags"] + c["quarantined_edges"] + c["quarantined_annotations"]
+    check(queued == 28, f"sample queue is {queued}")
+
+    downloads = os.path.join(tmp, "downloads")
+    os.makedirs(downloads)
+    opts = webdriver.ChromeOptions()
+    for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,2200"]:
+        opts.add_argument(a)
+    opts.add_experimental_option("prefs", {"download.default_directory": downloads,
+                                           "download.prompt_for_download": False})
+    service = webdriver.ChromeService(executable_path=shutil.which("chromedriver"))
+    driver = webdriver.Chrome(options=opts, service=service)
+    try:
+        started = time.time()
+        driver.get("file://" + os.path.join(run_dir, "report.html"))
+        wait = WebDriverWait(driver, 20)
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#queue .item"))
+        load_s = time.time() - started
+        errors = driver.find_element(By.ID, "errors").text.strip()
+        check(not errors, f"page errors: {errors}")
+        count = driver.find_element(By.ID, "queue-count").text.strip()
+        check(count == "28", f"queue-count says {count!r}")
+        summary = driver.find_element(By.ID, "summary").text
+        check("28" in summary, "summary does not say how many items are queued")
+        items = driver.find_elements(By.CSS_SELECTOR, "#queue .item")
+        check(0 < len(items) <= 50, f"{len(items)} cards rendered")
+        ids = [i.get_attribute("data-item-id") for i in items]
+        check(len(set(ids)) == len(ids), "duplicate cards")
+        # A quote is highlighted in its record's text.
+        check(driver.find_elements(By.CSS_SELECTOR, "#queue .item mark"), "no highlighted quote")
+        # Filter by reason: only the freeform items remain.
+        Select(driver.find_element(By.ID, "filter-reason")).select_by_value("freeform_tom_label")
+        n_free = int(driver.find_element(By.ID, "queue-count").text)
+        check(n_free == 5, f"freeform_tom_label filter shows {n_free}")
+        Select(driver.find_element(By.ID, "filter-reason")).select_by_value("")
+
+        driver.find_element(By.ID, "curator").send_keys("rosa")
+
+        def click(el):
+            # The filter bar is sticky: bring the button to the middle first.
+            driver.execute_script("arguments[0].scrollIntoView({block: 'center', behavior: 'instant'})", el)
+            el.click()
+
+        def card(item_id):
+            return driver.find_element(By.CSS_SELECTOR, f'#queue .item[data-item-id="{item_id}"]')
+
+        # Accept one tag, relabel a free-form one to a vocabulary label.
+        Select(driver.find_element(By.ID, "filter-type")).select_by_value("tag")
+        click(card("s-009#tag0").find_element(By.CSS_SELECTOR, "button.accept"))
+        Select(driver.find_element(By.ID, "filter-reason")).select_by_value("freeform_tom_label")
+        c2 = card("j-009#tag0")
+        sel = c2.find_element(By.CSS_SELECTOR, "select.relabel-to")
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center', behavior: 'instant'})", sel)
+        Select(sel).select_by_value("emotion")
+        click(c2.find_element(By.CSS_SELECTOR, "button.relabel"))
+        Select(driver.find_element(By.ID, "filter-reason")).select_by_value("")
+        Select(driver.find_element(By.ID, "filter-type")).select_by_value("")
+        decided = driver.find_element(By.ID, "decided-count").text.strip()
+        check(decided == "2", f"decided-count says {decided!r}")
+        check(card("s-009#tag0").get_attribute("data-decision") == "accept", "accept not shown")
+
+        click(driver.find_element(By.ID, "export"))
+        exported = driver.find_element(By.ID, "export-text").get_attribute("value")
+        driver.save_screenshot(os.path.join(tmp, "report.png"))
+        lines = [json.loads(l) for l in exported.splitlines() if l.strip()]
+        check(len(lines) == 2, f"exported {len(lines)} decisions")
+        by = {l["item_id"]: l for l in lines}
+        check(by["s-009#tag0"]["decision"] == "accept", "accept line")
+        check(by["j-009#tag0"]["decision"] == "relabel" and by["j-009#tag0"]["label"] == "emotion",
+              "relabel line")
+        for l in lines:
+            check(l["run_id"] == run_id and l["curator"] == "rosa" and l["decided_at"], f"bad line {l}")
+            check(set(l) >= {"item_id", "decision", "label", "target_node", "curator", "note",
+                             "decided_at"}, f"missing keys in {l}")
+        # The download is the same file.
+        path = os.path.join(downloads, "decisions.jsonl")
+        for _ in range(50):
+            if os.path.exists(path):
+                break
+            time.sleep(0.1)
+        check(os.path.exists(path), "decisions.jsonl was not downloaded")
+        check(open(path).read().strip() == exported.strip(), "download differs from the page's text")
+        # A reload keeps the decisions (the browser holds them while the curator works).
+        driver.refresh()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#queue .item"))
+        check(driver.find_element(By.ID, "decided-count").text.strip() == "2", "decisions lost on reload")
+    finally:
+        driver.quit()
+
+    out = subprocess.run([tomlite, "curate", "apply", path, "--staging", staging],
+                         capture_output=True, text=True)
+    check(out.returncode == 0, f"curate apply failed: {out.stdout}{out.stderr}")
+    check("2 new" in out.stdout, out.stdout)
+    status = json.loads(subprocess.run([tomlite, "curate", "status", "--staging", staging, "--json"],
+                                       capture_output=True, text=True, check=True).stdout)
+    check(status["applied"] == 2 and status["pending"] == 26, f"status {status}")
+    shots = os.environ.get("REPORT_SCREENSHOTS")
+    if shots:
+        os.makedirs(shots, exist_ok=True)
+        shutil.copy(os.path.join(tmp, "report.png"), shots)
+    print(f"browser test: ok (report loaded in {load_s:.2f}s; screenshot {tmp}/report.png)")
+
+
+if __name__ == "__main__":
+    main()
