@@ -478,20 +478,28 @@ mod tag_calibration_tests {
 /// How sure an edge candidate is, from how sure its link is and how sure
 /// the kind of its sentence is (fitted by the trainer on held-out scores).
 ///
-/// `P(edge right) = σ(w0 + w1·logit(p_link) + w2·logit(p_kind))`, where
-/// `p_link` is, for a registry match, the rate at which matches of its
-/// case class name a gold mention in the training records, and for a
-/// memory link `σ(a + b·cosine)`; `p_kind` is the calibrated probability
-/// of the kind the classifier gives the quoted sentence (the record's tag
-/// for memory links). An edge is right when its target is a gold mention
-/// (a gold link) and its relation one of the record's gold kinds.
+/// A registry or unknown-person edge: `P(edge right) = p_link ·
+/// P(relation right)`, where `p_link` is the rate at which registry matches
+/// of the same case class name a gold mention in the training records (or
+/// P(person) for an unknown name) and `P(relation right) = σ(w0 + w1 ·
+/// logit(p_kind))`, fitted on the training edges whose target is right;
+/// `p_kind` is the calibrated probability of the kind the classifier gives
+/// the quoted sentence. The product keeps a doubtful link doubtful however
+/// sure the kind is (`will` is rarely the person Will).
+///
+/// A memory link: `σ(w0 + w1·logit(p_link) + w2·logit(p_kind))` with
+/// `p_link = σ(a + b·cosine)` and `p_kind` the tag's confidence.
+///
+/// An edge is right when its target is a gold mention (a gold link) and its
+/// relation one of the record's gold kinds.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct EdgeCalibration {
     /// P(link right) of a registry match written as the registry writes it.
     pub link_exact_case: f64,
     /// P(link right) of a registry match in another case (`dev` for `Dev`).
     pub link_other_case: f64,
-    /// Combination for registry and unknown-person edges.
+    /// P(relation right) of registry and unknown-person edges: `[w0, w1, 0]`
+    /// on `logit(p_kind)`.
     pub mention: [f64; 3],
     /// Registry matches it was fitted on.
     pub n_mentions: usize,
@@ -509,9 +517,15 @@ pub struct EdgeCalibration {
 }
 
 impl EdgeCalibration {
+    /// P(relation right) of a mention's edge whose sentence has kind
+    /// probability `p_kind`.
+    pub fn relation(&self, p_kind: f64) -> f64 {
+        logistic(&self.mention, [logit(p_kind), 0.0])
+    }
+
     /// P(edge right) of a registry or unknown-person edge.
     pub fn mention(&self, p_link: f64, p_kind: f64) -> f64 {
-        logistic(&self.mention, [logit(p_link), logit(p_kind)])
+        p_link * self.relation(p_kind)
     }
 
     /// P(link right) of a memory link at `cosine`.

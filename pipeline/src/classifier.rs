@@ -568,9 +568,10 @@ impl Classifier {
                 problems: Vec::new(),
             }
         };
-        // Registry and memory edges under the abstain floor are not proposed,
-        // as tags are not: a weak guess is no work for the curator. Unknown
-        // people are, whatever the kind: the curator adds the node.
+        // Registry edges whose relation is under the abstain floor, and
+        // memory edges under it, are not proposed, as weak tags are not: a
+        // weak guess is no work for the curator. Unknown people are,
+        // whatever the kind: the curator adds the node.
         let floor = self.abstain_below;
         if let Some(linker) = &self.linker {
             for m in &s.linked {
@@ -581,8 +582,9 @@ impl Classifier {
                 } else {
                     cal.link_other_case
                 };
-                let conf = cal.mention(p_link, p_kind);
-                if conf < floor {
+                // Proposed when the relation is likely enough; a doubtful
+                // link (another case) then shows in its low confidence.
+                if cal.relation(p_kind) < floor {
                     continue;
                 }
                 let node = &linker.nodes()[m.node].id;

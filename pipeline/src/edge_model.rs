@@ -367,7 +367,7 @@ pub fn train_edges(
     // mention, then the edge calibration on (link prior, sentence kind).
     let linker = t.registry.map(Linker::new);
     let mut class = [(0usize, 0usize); 2]; // (right, all): other case, exact case
-    let mut found: Vec<(bool, f64, bool)> = Vec::new(); // exact, p_kind, edge right
+    let mut found: Vec<(bool, f64, bool, bool)> = Vec::new(); // exact, p_kind, relation right, target right
     if let Some(linker) = &linker {
         for ((r, p), sk) in t.records.iter().zip(&pooled).zip(&sentence_kinds) {
             let mut seen: Vec<usize> = Vec::new();
@@ -388,26 +388,21 @@ pub fn train_edges(
                     .unwrap_or(0);
                 let (kind, p_kind) = sk.get(k).copied().unwrap_or((0, 0.5));
                 let kind_right = r.gold.tom_kinds.iter().any(|g| g == TOM_KINDS[kind]);
-                found.push((m.exact_case, p_kind, right && kind_right));
+                found.push((m.exact_case, p_kind, kind_right, right));
             }
         }
     }
     let rate = |c: (usize, usize)| (c.0 as f64 + 1.0) / (c.1 as f64 + 2.0);
     let (link_other_case, link_exact_case) = (rate(class[0]), rate(class[1]));
+    // P(relation right), on the edges whose target is right.
     let mention_rows: Vec<([f64; 2], bool)> = found
         .iter()
-        .map(|&(exact, p_kind, y)| {
-            let p_link = if exact {
-                link_exact_case
-            } else {
-                link_other_case
-            };
-            ([logit(p_link), logit(p_kind)], y)
-        })
+        .filter(|f| f.3)
+        .map(|&(_, p_kind, y, _)| ([logit(p_kind), 0.0], y))
         .collect();
     let mention = fit_logistic_ridge(&mention_rows, EDGE_RIDGE);
     progress(&format!(
-        "registry links: {} matches, right {:.3} in the registry's case, {:.3} in another; edge calibration {:?} on {} edges",
+        "registry links: {} matches, right {:.3} in the registry's case, {:.3} in another; relation calibration {:?} on {} edges with the right target",
         class[0].1 + class[1].1,
         link_exact_case,
         link_other_case,

@@ -127,23 +127,8 @@ fn annotate_writes_what_run_reads_and_always_gives_affect_and_intensity() {
 fn train_writes_heads_and_a_card_that_eval_and_run_can_use() {
     model_present();
     let env = Env::new();
-    let shared = repo().join("../shared/datasets/goemotions");
     let data = repo().join("data/training/tom_lite/part-a.jsonl");
-    let train = || {
-        bin()
-            .current_dir(env.dir.path())
-            .args([
-                "train", "--limit", "40", "--epochs", "2", "--out", "heads", "--cache", "cache",
-            ])
-            .args([
-                "--goemotions",
-                shared.to_str().unwrap(),
-                "--data",
-                data.to_str().unwrap(),
-            ])
-            .output()
-            .unwrap()
-    };
+    let train = || env.train_small(&[]);
     let out = train();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");

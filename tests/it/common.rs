@@ -86,6 +86,47 @@ impl Env {
         self.write(name, s)
     }
 
+    /// `tomlite <sub> <args>` in the temp dir.
+    pub fn cmd(&self, sub: &str, args: &[&str]) -> Ran {
+        let mut cmd = bin();
+        cmd.current_dir(self.dir.path()).arg(sub).args(args);
+        Ran::from(cmd.output().expect("spawn tomlite"))
+    }
+
+    /// `tomlite train` on the first 40 records of `part-a.jsonl` for 2
+    /// epochs into `heads/` (cache in `cache/`), with `extra` arguments.
+    pub fn train_small(&self, extra: &[&str]) -> Output {
+        let shared = repo().join("../shared/datasets/goemotions");
+        let data = repo().join("data/training/tom_lite/part-a.jsonl");
+        bin()
+            .current_dir(self.dir.path())
+            .args([
+                "train", "--limit", "40", "--epochs", "2", "--out", "heads", "--cache", "cache",
+            ])
+            .args([
+                "--goemotions",
+                shared.to_str().unwrap(),
+                "--data",
+                data.to_str().unwrap(),
+            ])
+            .args(extra)
+            .output()
+            .unwrap()
+    }
+
+    /// `tomlite run --input records.jsonl --nodes <the sample's registry> --staging staging`.
+    pub fn run_with_sample_nodes(&self) -> Ran {
+        let nodes = repo().join("data/sample/nodes.jsonl");
+        self.run(&[
+            "--input",
+            "records.jsonl",
+            "--nodes",
+            nodes.to_str().unwrap(),
+            "--staging",
+            "staging",
+        ])
+    }
+
     /// `tomlite run` with the given extra arguments, in the temp dir.
     pub fn run(&self, args: &[&str]) -> Ran {
         let mut cmd = bin();

@@ -9,14 +9,7 @@ use serde_json::{Value, json};
 use crate::common::*;
 
 fn curate(env: &Env, args: &[&str]) -> Ran {
-    let mut cmd = bin();
-    cmd.current_dir(env.dir.path()).arg("curate").args(args);
-    let o = cmd.output().unwrap();
-    Ran {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
+    env.cmd("curate", args)
 }
 
 fn decision(run: &str, item: &str, decision: &str, label: Value, target: Value) -> Value {
@@ -146,22 +139,7 @@ fn decisions_apply_once_are_validated_by_line_and_stop_requeueing() {
     assert_eq!(env.receipt()["counts"]["curator_suppressed"], 5);
 
     // The decisions become training examples, and the card counts them.
-    let shared = repo().join("../shared/datasets/goemotions");
-    let data = repo().join("data/training/tom_lite/part-a.jsonl");
-    let out = bin()
-        .current_dir(env.dir.path())
-        .args([
-            "train", "--limit", "40", "--epochs", "2", "--out", "heads", "--cache", "cache",
-        ])
-        .args([
-            "--goemotions",
-            shared.to_str().unwrap(),
-            "--data",
-            data.to_str().unwrap(),
-        ])
-        .args(["--curated", "staging"])
-        .output()
-        .unwrap();
+    let out = env.train_small(&["--curated", "staging"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("curated: 5 decisions give"), "{stderr}");

@@ -3,14 +3,7 @@
 use crate::common::*;
 
 fn policy(env: &Env, args: &[&str]) -> Ran {
-    let mut cmd = bin();
-    cmd.current_dir(env.dir.path()).arg("policy").args(args);
-    let o = cmd.output().unwrap();
-    Ran {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
+    env.cmd("policy", args)
 }
 
 #[test]
