@@ -72,16 +72,19 @@ fn is_word_char(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
 }
 
-/// Whether `[start, end)` of `text` stands as whole words.
+/// Whether `[start, end)` of `text` stands as whole words: not touching a
+/// letter, digit or `_`, nor a hyphen, dot or slash that joins another word
+/// (`kestrel-botnet`, `sam.patel`, `github.com/sam`), nor the `@` of an
+/// e-mail address (`sam@example.com`; a handle `@sam` still links).
 fn whole_word(text: &str, start: usize, end: usize) -> bool {
     let before = text[..start].chars().rev().take(2).collect::<Vec<_>>();
     let after = text[end..].chars().take(2).collect::<Vec<_>>();
     let joins = |x: &[char]| match x {
-        [c, ..] if is_word_char(*c) => true,
-        ['-', c, ..] => is_word_char(*c),
+        [c, ..] if is_word_char(*c) || *c == '/' => true,
+        ['-' | '.', c, ..] => is_word_char(*c),
         _ => false,
     };
-    !joins(&before) && !joins(&after)
+    !joins(&before) && !joins(&after) && after.first() != Some(&'@')
 }
 
 impl Linker {
@@ -700,6 +703,14 @@ mod tests {
             [
                 ("kestrel-bot".into(), "agent:kestrel-bot".into(), true),
                 ("Kestrel".into(), "agent:kestrel-bot".into(), true),
+            ]
+        );
+        // Not inside e-mail addresses, paths or dotted names; a handle links.
+        assert_eq!(
+            linked(&l, "Mail sam@example.com, see github.com/sam or sam.patel; ping @sam. Sam."),
+            [
+                ("sam".into(), "user:sam".into(), false),
+                ("Sam".into(), "user:sam".into(), true),
             ]
         );
         assert_eq!(
