@@ -525,15 +525,20 @@ fn decide_edges(
                     },
                 };
                 check(Some(&source), "source");
-                match (&e.target_node, &e.target_mention) {
-                    (None, Some(m)) => {
-                        add(&mut reasons, Reason::UnknownTargetNode);
-                        detail.push(format!(
-                            "no registry node for the mention `{m}`: add it (or an alias) to the registry"
-                        ));
-                    }
-                    (t, _) => check(t.as_deref(), "target"),
+                if let Some(t) = &e.target_node {
+                    check(Some(t), "target");
                 }
+            }
+            // An edge without a target is never promoted, whatever the
+            // policy says of node existence: there is nothing to point at.
+            if e.target_node.is_none() {
+                add(&mut reasons, Reason::UnknownTargetNode);
+                detail.push(match &e.target_mention {
+                    Some(m) => format!(
+                        "no registry node for the mention `{m}`: add it (or an alias) to the registry"
+                    ),
+                    None => "edge has no target node".into(),
+                });
             }
             // An unresolved target is keyed by its mention, so the same
             // unknown name in the same record keeps its key every night.

@@ -707,7 +707,10 @@ mod tests {
         );
         // Not inside e-mail addresses, paths or dotted names; a handle links.
         assert_eq!(
-            linked(&l, "Mail sam@example.com, see github.com/sam or sam.patel; ping @sam. Sam."),
+            linked(
+                &l,
+                "Mail sam@example.com, see github.com/sam or sam.patel; ping @sam. Sam."
+            ),
             [
                 ("sam".into(), "user:sam".into(), false),
                 ("Sam".into(), "user:sam".into(), true),

@@ -309,3 +309,47 @@ fn edge_keys_are_the_same_on_every_night() {
     assert_eq!(e1[0]["edge_key"], e2[0]["edge_key"]);
     assert_eq!(e1[0]["edge_key"].as_str().unwrap().len(), 32);
 }
+
+#[test]
+fn an_edge_without_a_target_is_quarantined_even_when_nodes_need_not_exist() {
+    let env = Env::new();
+    nodes(&env);
+    env.write(
+        "tomlite.yaml",
+        "tom_lite_promotion_policy:\n  promote_edges_when:\n    both_nodes_must_exist: false\n",
+    );
+    env.jsonl("records.jsonl", &[record("r1", T)]);
+    let s = T.find(Q).unwrap();
+    let no_target = json!({"source_node": "memory:r1", "relation": "preference",
+        "target_mention": "Priya", "confidence": 0.95,
+        "source_quote": Q, "quote_start": s, "quote_end": s + Q.len()});
+    let bare = json!({"relation": "preference", "confidence": 0.95,
+        "source_quote": Q, "quote_start": s, "quote_end": s + Q.len()});
+    env.jsonl(
+        "annotations.jsonl",
+        &[good(
+            vec![tag("preference", 0.9, T, Q)],
+            vec![no_target, bare],
+        )],
+    );
+    env.run_std(&["--policy", "tomlite.yaml"]).ok();
+    assert!(env.table("promoted_edges").is_empty());
+    let q = env.table("quarantine");
+    let edges: Vec<_> = q.iter().filter(|r| r["item_type"] == "edge").collect();
+    assert_eq!(edges.len(), 2);
+    for e in &edges {
+        assert_eq!(reasons(e), ["unknown_target_node"]);
+    }
+    assert!(
+        edges[0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("no registry node for the mention `Priya`")
+    );
+    assert!(
+        edges[1]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("edge has no target node")
+    );
+}
