@@ -17,8 +17,10 @@ use crate::vocab::{AFFECTS, INTENSITIES, TOM_KINDS};
 /// The page template; `__TOMLITE_DATA__` is replaced by the data.
 const TEMPLATE: &str = include_str!("report/report.html");
 
-/// Queue items the page holds at most (it says when it holds fewer).
-pub const MAX_QUEUE_ITEMS: usize = 50_000;
+/// Queue items the page holds at most (it says when it holds fewer): more
+/// than a curator works through in a night, and the page stays quick and
+/// the run's memory bounded on a million-record night.
+pub const MAX_QUEUE_ITEMS: usize = 25_000;
 /// Abstained and rejected rows the page lists at most.
 pub const MAX_LISTED: usize = 5_000;
 
@@ -254,14 +256,23 @@ pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
 /// of the data is written as a JSON escape, so no record text can close or
 /// comment out the script element it sits in.
 pub fn html(data: &Value) -> String {
-    let json = serde_json::to_string(data)
-        .unwrap_or_else(|_| "{}".into())
-        .replace('<', "\\u003c")
-        .replace('>', "\\u003e")
-        .replace('&', "\\u0026")
-        .replace('\u{2028}', "\\u2028")
-        .replace('\u{2029}', "\\u2029");
-    TEMPLATE.replacen("__TOMLITE_DATA__", &json, 1)
+    const SLOT: &str = "__TOMLITE_DATA__";
+    let json = serde_json::to_string(data).unwrap_or_else(|_| "{}".into());
+    let at = TEMPLATE.find(SLOT).unwrap_or(TEMPLATE.len());
+    let mut out = String::with_capacity(TEMPLATE.len() + json.len() + json.len() / 16);
+    out.push_str(&TEMPLATE[..at]);
+    for c in json.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
+    }
+    out.push_str(TEMPLATE.get(at + SLOT.len()..).unwrap_or(""));
+    out
 }
 
 fn n(v: &Value) -> i64 {
