@@ -247,10 +247,13 @@ impl Classifier {
         let mut index: HashMap<&str, usize> = HashMap::new();
         let mut unique: Vec<&str> = Vec::new();
         let mut unique_spans: Vec<Vec<(usize, usize)>> = Vec::new();
+        // Per distinct text: its sentences (those of its first occurrence).
+        let mut unique_sentences: Vec<&[(usize, usize)]> = Vec::new();
         let mut text_ix = Vec::with_capacity(texts.len());
         for (t, sp) in texts.iter().zip(&spans) {
             text_ix.push(*index.entry(t).or_insert_with(|| {
                 unique.push(t);
+                unique_sentences.push(sp);
                 // A one-sentence text is its own quote: nothing to pool.
                 unique_spans.push(if sp.len() > 1 { sp.clone() } else { Vec::new() });
                 unique.len() - 1
@@ -265,7 +268,7 @@ impl Classifier {
             let l = self.linker.as_ref().map(|k| k.link(t)).unwrap_or_default();
             let c = if self.heads.person.is_some() {
                 let taken: Vec<(usize, usize)> = l.iter().map(|m| (m.start, m.end)).collect();
-                candidates(t, &sentences(t), &taken)
+                candidates(t, unique_sentences[u], &taken)
             } else {
                 Vec::new()
             };

@@ -357,10 +357,6 @@ fn run_items(staging: &Path, run_id: &str, cache: &mut RunItems) -> Result<(), C
     Ok(())
 }
 
-fn hex(d: &[u8]) -> String {
-    d.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// The registry a run used, from its receipt.
 fn run_registry(staging: &Path, run_id: &str) -> Option<Registry> {
     let receipt = staging.join("runs").join(run_id).join("receipt.json");
@@ -613,7 +609,7 @@ fn decide_line(
     let record_fingerprint = state
         .get(&record_id)
         .filter(|e| state.run(e) == run_id)
-        .map(|e| hex(&e.fingerprint));
+        .map(|e| hex::encode(e.fingerprint));
     Ok(Ok(CuratedRow {
         run_id: run_id.clone(),
         item_id: item_id.clone(),
