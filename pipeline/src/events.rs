@@ -87,9 +87,9 @@ impl EventLog {
         self.last_completed = Some(step.to_string());
     }
 
-    /// Whether a heartbeat is due.
-    pub fn heartbeat_due(&self) -> bool {
-        self.last.elapsed() >= HEARTBEAT
+    /// Whether `every` passed since the last event.
+    pub fn heartbeat_due(&self, every: Duration) -> bool {
+        self.last.elapsed() >= every
     }
 
     /// Appends one event and flushes it.

@@ -40,9 +40,11 @@ mod journals;
 pub mod learn;
 pub mod memory;
 pub mod mentions;
+pub mod merge;
 pub mod nodes;
 mod parquet_in;
 pub mod policy;
+pub mod progress;
 pub mod record;
 pub mod report;
 pub mod run;
@@ -54,6 +56,11 @@ use std::io::Read;
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
+
+/// sha256 of bytes, hex.
+pub fn sha256_bytes(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
 
 /// sha256 of a file, hex.
 pub fn sha256_file(path: &Path) -> std::io::Result<String> {

@@ -26,6 +26,9 @@ enum ExitStatus {
     Config = 2,
     /// Another run holds the staging directory's lock.
     Locked = 3,
+    /// The time budget ran out: what was done is committed, the next run
+    /// takes the rest.
+    Partial = 4,
 }
 
 impl From<ExitStatus> for ExitCode {
@@ -60,6 +63,8 @@ enum Command {
     /// The curator's decisions: apply a decisions file, or show what is pending.
     #[command(subcommand)]
     Curate(CurateCommand),
+    /// Join complete shard runs (`run --shard K/N`) into one committed run.
+    Merge(MergeArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -264,6 +269,52 @@ struct RunArgs {
     journal_persona: Option<String>,
     #[command(flatten)]
     model: ModelArgs,
+    /// Stop taking new records near this local time (HH:MM, the next one to
+    /// come), commit what is done and exit 4; the next run takes the rest.
+    #[arg(long, value_name = "HH:MM")]
+    deadline: Option<String>,
+    /// Like --deadline, as seconds from the start.
+    #[arg(long, value_name = "N")]
+    max_seconds: Option<f64>,
+    /// Process only shard K of N (0-based): the records whose persona_id
+    /// hashes to K. Give each shard its own --staging; join them with `tomlite merge`.
+    #[arg(long, value_name = "K/N")]
+    shard: Option<String>,
+    /// Fail the run without committing when more than this share of a
+    /// batch fails to annotate (at least 3 records).
+    #[arg(long, default_value_t = tomlite::run::DEFAULT_MAX_FAILED_SHARE)]
+    max_failed_share: f64,
+    /// A record whose annotation alone takes longer than this fails (seconds).
+    #[arg(long, value_name = "SECS")]
+    record_timeout: Option<f64>,
+    /// Records per annotator call (default: the annotator's own).
+    #[arg(long)]
+    batch_size: Option<usize>,
+    /// Seconds between heartbeats in events.jsonl (and log lines on stderr).
+    #[arg(long, default_value_t = 30.0, hide = true)]
+    heartbeat_seconds: f64,
+    /// No progress and no summary: only errors, on stderr (for cron).
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(Debug, Args)]
+struct MergeArgs {
+    /// Committed shard run directories (`<shard staging>/runs/<run_id>`), one per shard.
+    #[arg(required = true)]
+    runs: Vec<PathBuf>,
+    /// Staging directory that receives the merged run.
+    #[arg(long)]
+    staging: PathBuf,
+    /// The policy the shards ran with (default: ./tomlite.yaml when present, else the seed's defaults).
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// The node registry the shards ran with (for the report's edge details).
+    #[arg(long)]
+    nodes: Option<PathBuf>,
+    /// Print the merged run's summary as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 /// An error with the exit status it maps to.
@@ -282,6 +333,8 @@ impl Failure {
 }
 
 fn main() -> ExitCode {
+    #[cfg(feature = "failpoints")]
+    let _faults = fail::FailScenario::setup();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => cmd_run(args),
@@ -291,6 +344,7 @@ fn main() -> ExitCode {
         Command::Eval(args) => cmd_eval(args),
         Command::Curate(CurateCommand::Apply(args)) => cmd_curate_apply(args),
         Command::Curate(CurateCommand::Status(args)) => cmd_curate_status(args),
+        Command::Merge(args) => cmd_merge(args),
     };
     match result {
         Ok(()) => ExitStatus::Success.into(),
@@ -470,22 +524,63 @@ fn cmd_run(args: RunArgs) -> Result<(), Failure> {
             Box::new(clf)
         }
     };
-    let cfg = RunConfig {
-        inputs: args.input.clone(),
-        staging,
-        ingest: IngestOptions {
-            max_text_bytes: policy.run.max_text_bytes,
-            journal_persona: args.journal_persona.clone(),
-        },
-        policy,
-        policy_source,
-        nodes,
-        full: args.full,
-        command: std::env::args().collect::<Vec<_>>().join(" "),
-    };
+    let deadline = budget_deadline(args.deadline.as_deref(), args.max_seconds)?;
+    let shard = args
+        .shard
+        .as_deref()
+        .map(tomlite::run::Shard::parse)
+        .transpose()
+        .map_err(|e| Failure::config(anyhow::anyhow!(e)))?;
+    if !(0.0..=1.0).contains(&args.max_failed_share) {
+        return Err(Failure::config(anyhow::anyhow!(
+            "--max-failed-share {} is not a share between 0 and 1",
+            args.max_failed_share
+        )));
+    }
+    let heartbeat = std::time::Duration::try_from_secs_f64(args.heartbeat_seconds)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| Failure::config(anyhow::anyhow!("--heartbeat-seconds must be positive")))?;
+    let record_timeout = args
+        .record_timeout
+        .map(|s| {
+            std::time::Duration::try_from_secs_f64(s).map_err(|_| {
+                Failure::config(anyhow::anyhow!("--record-timeout {s} is not a duration"))
+            })
+        })
+        .transpose()?;
+    let mut cfg = RunConfig::new(args.input.clone(), staging, policy);
+    cfg.ingest.journal_persona = args.journal_persona.clone();
+    cfg.policy_source = policy_source;
+    cfg.nodes = nodes;
+    cfg.full = args.full;
+    cfg.command = std::env::args().collect::<Vec<_>>().join(" ");
+    cfg.deadline = deadline;
+    cfg.shard = shard;
+    cfg.batch_size = args.batch_size.filter(|&b| b > 0);
+    cfg.max_failed_share = args.max_failed_share;
+    cfg.record_timeout = record_timeout;
+    cfg.heartbeat = heartbeat;
+    cfg.progress = tomlite::progress::ProgressMode::detect(
+        args.quiet,
+        heartbeat.min(std::time::Duration::from_secs(10)),
+    );
     match tomlite::run::run(&cfg, annotator.as_mut()) {
         Ok(summary) => {
-            print_summary(&summary);
+            if !args.quiet {
+                print_summary(&summary);
+            }
+            if summary.stop_condition == tomlite::run::StopCondition::Deadline {
+                return Err(Failure {
+                    status: ExitStatus::Partial,
+                    error: anyhow::anyhow!(
+                        "time budget reached: run {} committed {} records and left {} (and the rest of the input) for the next run",
+                        summary.run_id,
+                        summary.counts.processed + summary.counts.failed,
+                        summary.counts.deferred
+                    ),
+                });
+            }
             Ok(())
         }
         Err(RunError::Staging(e @ tomlite_staging::Error::Locked { .. })) => Err(Failure {
@@ -499,9 +594,80 @@ fn cmd_run(args: RunArgs) -> Result<(), Failure> {
     }
 }
 
+/// The instant a run must stop taking records: the next local HH:MM, or
+/// `max_seconds` from now, whichever comes first.
+fn budget_deadline(
+    hhmm: Option<&str>,
+    max_seconds: Option<f64>,
+) -> Result<Option<std::time::Instant>, Failure> {
+    let now = std::time::Instant::now();
+    let mut out: Option<std::time::Instant> = None;
+    if let Some(s) = max_seconds {
+        let d = std::time::Duration::try_from_secs_f64(s)
+            .map_err(|_| Failure::config(anyhow::anyhow!("--max-seconds {s} is not a duration")))?;
+        out = Some(now + d);
+    }
+    if let Some(t) = hhmm {
+        let time = chrono::NaiveTime::parse_from_str(t, "%H:%M").map_err(|_| {
+            Failure::config(anyhow::anyhow!(
+                "--deadline `{t}`: expected HH:MM (24-hour, local time)"
+            ))
+        })?;
+        let local = chrono::Local::now();
+        let mut target = local.date_naive().and_time(time);
+        if target <= local.naive_local() {
+            target += chrono::Duration::days(1);
+        }
+        let wait = (target - local.naive_local()).to_std().unwrap_or_default();
+        let at = now + wait;
+        out = Some(out.map_or(at, |o| o.min(at)));
+    }
+    Ok(out)
+}
+
+fn cmd_merge(args: MergeArgs) -> Result<(), Failure> {
+    let (policy, _) = load_policy(args.policy.as_deref())?;
+    let registry = match &args.nodes {
+        Some(p) => Some(Registry::load(p).map_err(Failure::config)?),
+        None => None,
+    };
+    match tomlite::merge::merge(&args.runs, &args.staging, &policy, registry.as_ref()) {
+        Ok(summary) => {
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&summary).unwrap_or_default()
+                );
+            } else {
+                print_summary(&summary);
+            }
+            Ok(())
+        }
+        Err(tomlite::merge::MergeError::Staging(e @ tomlite_staging::Error::Locked { .. })) => {
+            Err(Failure {
+                status: ExitStatus::Locked,
+                error: anyhow::Error::new(e)
+                    .context("another run holds the target staging directory"),
+            })
+        }
+        Err(e @ tomlite::merge::MergeError::Refused { .. }) => Err(Failure::config(e)),
+        Err(e) => Err(Failure {
+            status: ExitStatus::Failed,
+            error: anyhow::Error::new(e).context("merge failed; nothing was committed"),
+        }),
+    }
+}
+
 fn print_summary(s: &RunSummary) {
     let c = &s.counts;
-    println!("tomlite run {}: committed", s.run_id);
+    println!(
+        "tomlite run {}: committed{}",
+        s.run_id,
+        match s.stop_condition {
+            tomlite::run::StopCondition::Deadline => " (partial: time budget reached)",
+            tomlite::run::StopCondition::InputExhausted => "",
+        }
+    );
     println!(
         "  records     {} in: {} processed, {} skipped (unchanged), {} rejected",
         c.records_in, c.processed, c.skipped_unchanged, c.rejected
@@ -538,6 +704,30 @@ fn print_summary(s: &RunSummary) {
         for (r, n) in &s.reasons {
             println!("    {r:width$}  {n}");
         }
+    }
+    if c.failed > 0 || c.poison_skipped > 0 {
+        println!(
+            "  failed      {} records failed to annotate (retried next run), {} skipped as poison (see rejects)",
+            c.failed, c.poison_skipped
+        );
+    }
+    if c.deferred > 0 {
+        println!(
+            "  deferred    {} records read but left for the next run (time budget)",
+            c.deferred
+        );
+    }
+    if c.other_shards > 0 {
+        println!(
+            "  shards      {} records belong to other shards",
+            c.other_shards
+        );
+    }
+    if s.retries_used > 0 {
+        println!(
+            "  retries     {} transient I/O errors retried",
+            s.retries_used
+        );
     }
     if !s.recovered.is_empty() {
         println!(

@@ -249,6 +249,8 @@ pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
         "abstained_total": abstained_total,
         "rejects": rejects,
         "rejects_total": rejects_total,
+        "failed": r["failed"],
+        "poison": r["poison"],
     }))
 }
 
@@ -392,6 +394,34 @@ pub fn markdown(data: &Value) -> String {
         n(&data["abstained_total"]),
         n(&data["rejects_total"])
     );
+    let failed = data["failed"].as_array().map_or(&[][..], Vec::as_slice);
+    let poison = data["poison"].as_array().map_or(&[][..], Vec::as_slice);
+    if !failed.is_empty() || !poison.is_empty() {
+        let _ = writeln!(s, "\n## Failed and poison records\n");
+        for p in poison {
+            let _ = writeln!(
+                s,
+                "- `{}` ({}:{}): poison, annotation failed in {} runs of this content (last: run {}); skipped until the record or the annotator changes",
+                p["record_id"].as_str().unwrap_or(""),
+                p["source"].as_str().unwrap_or(""),
+                p["line"],
+                p["failures"],
+                p["last_failed_run"].as_str().unwrap_or("")
+            );
+        }
+        for f in failed {
+            let _ = writeln!(
+                s,
+                "- `{}` ({}:{}): failed (run {} of {}): {}",
+                f["record_id"].as_str().unwrap_or(""),
+                f["source"].as_str().unwrap_or(""),
+                f["line"],
+                f["failures"],
+                crate::run::POISON_AFTER,
+                f["error"].as_str().unwrap_or("")
+            );
+        }
+    }
     s
 }
 

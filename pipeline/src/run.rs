@@ -6,6 +6,9 @@
 //! seen in this run), a few dozen bytes each.
 
 use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use foldhash::{HashMap, HashMapExt};
 use std::path::{Path, PathBuf};
@@ -13,13 +16,14 @@ use std::time::Instant;
 
 use serde::Serialize;
 use serde_json::json;
-use tomlite_staging::{StagingDir, State, StateRow};
+use tomlite_staging::{StagingDir, State, StateRow, fault};
 
 use crate::annotation::{AnnotateError, Annotator, AnnotatorInfo};
 use crate::decide::{Decision, EdgeItem, Exists, Nodes, Reason, TagItem, decide};
 use crate::events::{Event, EventLog};
 use crate::nodes::Registry;
 use crate::policy::Policy;
+use crate::progress::{Progress, ProgressMode};
 use crate::record::{self, IngestError, IngestOptions, Item, Record, Reject};
 use crate::tables::{self, Table, Val};
 
@@ -42,6 +46,120 @@ pub struct RunConfig {
     pub ingest: IngestOptions,
     /// The command line, for the status stream.
     pub command: String,
+    /// Stop taking new records when this instant is near; commit what is
+    /// done ([`StopCondition::Deadline`]).
+    pub deadline: Option<Instant>,
+    /// Process only the records of one shard.
+    pub shard: Option<Shard>,
+    /// Records per annotator call (default: the annotator's own).
+    pub batch_size: Option<usize>,
+    /// The run fails without committing when more than this share of a
+    /// batch (of at least [`MIN_FAILED_FOR_BUDGET`] failures) fails.
+    pub max_failed_share: f64,
+    /// A record whose annotation alone takes longer fails.
+    pub record_timeout: Option<Duration>,
+    /// Seconds between heartbeats in `events.jsonl`.
+    pub heartbeat: Duration,
+    /// How progress is shown on stderr.
+    pub progress: ProgressMode,
+}
+
+impl RunConfig {
+    /// A config with the operational defaults (no deadline, no shard,
+    /// failure share 0.1, heartbeat 30 s, quiet).
+    pub fn new(inputs: Vec<PathBuf>, staging: PathBuf, policy: Policy) -> Self {
+        Self {
+            inputs,
+            staging,
+            ingest: IngestOptions {
+                max_text_bytes: policy.run.max_text_bytes,
+                journal_persona: None,
+            },
+            policy,
+            policy_source: None,
+            nodes: None,
+            full: false,
+            command: String::new(),
+            deadline: None,
+            shard: None,
+            batch_size: None,
+            max_failed_share: DEFAULT_MAX_FAILED_SHARE,
+            record_timeout: None,
+            heartbeat: crate::events::HEARTBEAT,
+            progress: ProgressMode::Quiet,
+        }
+    }
+}
+
+/// Failed runs of the same content after which a record is poison.
+pub const POISON_AFTER: u32 = 3;
+/// Default of [`RunConfig::max_failed_share`].
+pub const DEFAULT_MAX_FAILED_SHARE: f64 = 0.1;
+/// A batch fails the run only with at least this many failed records.
+pub const MIN_FAILED_FOR_BUDGET: u64 = 3;
+
+/// One shard of `count`: the records whose persona hashes to `index`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Shard {
+    /// This shard, `0..count`.
+    pub index: u32,
+    /// How many shards.
+    pub count: u32,
+}
+
+impl Shard {
+    /// Parses `K/N` (`0 <= K < N`).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let (k, n) = s
+            .split_once('/')
+            .ok_or_else(|| format!("shard `{s}`: expected K/N, e.g. 0/4"))?;
+        let index: u32 = k
+            .trim()
+            .parse()
+            .map_err(|_| format!("shard `{s}`: K is not a number"))?;
+        let count: u32 = n
+            .trim()
+            .parse()
+            .map_err(|_| format!("shard `{s}`: N is not a number"))?;
+        if count == 0 || index >= count {
+            return Err(format!("shard `{s}`: need 0 <= K < N"));
+        }
+        Ok(Self { index, count })
+    }
+
+    /// The shard a persona belongs to: the first 8 bytes of sha256(persona)
+    /// modulo the count. Stable across machines and releases.
+    pub fn of(persona_id: &str, count: u32) -> u32 {
+        use sha2::Digest as _;
+        let h = sha2::Sha256::digest(persona_id.as_bytes());
+        let x = u64::from_be_bytes(h[..8].try_into().expect("8 bytes"));
+        (x % u64::from(count)) as u32
+    }
+
+    /// Whether a record of this persona is this shard's.
+    pub fn owns(&self, persona_id: &str) -> bool {
+        Self::of(persona_id, self.count) == self.index
+    }
+}
+
+/// What ended a committed run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopCondition {
+    /// Every input was read.
+    InputExhausted,
+    /// The time budget ran out: the rest is left for the next run.
+    Deadline,
+}
+
+impl StopCondition {
+    /// The receipt's word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InputExhausted => "input_exhausted",
+            Self::Deadline => "deadline",
+        }
+    }
 }
 
 /// Errors that stop a run; nothing is committed.
@@ -74,6 +192,21 @@ pub enum RunError {
         /// What went wrong.
         message: String,
     },
+    /// Too many records of a batch failed: the annotator is broken, not the
+    /// records. Nothing is committed.
+    #[error(
+        "{failed} of {attempted} records of a batch failed to annotate (more than the allowed share {share}); first: {first}"
+    )]
+    FailureBudget {
+        /// Failed records in the batch.
+        failed: u64,
+        /// Records the batch tried to annotate.
+        attempted: u64,
+        /// The allowed share.
+        share: f64,
+        /// The first failure.
+        first: String,
+    },
     /// An input's sha256 cannot be computed.
     #[error("cannot hash input {}", path.display())]
     Hash {
@@ -85,8 +218,10 @@ pub enum RunError {
     },
 }
 
-/// Counts per outcome; `records_in = rejected + skipped_unchanged + processed`.
-#[derive(Debug, Default, Clone, Serialize, PartialEq, Eq)]
+/// Counts per outcome; `records_in = rejected + skipped_unchanged +
+/// processed + failed + poison_skipped + deferred`.
+#[derive(Debug, Default, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
+#[serde(default)]
 pub struct Counts {
     /// Lines, rows and files read from the inputs.
     pub records_in: u64,
@@ -117,6 +252,17 @@ pub struct Counts {
     pub quarantined_annotations: u64,
     /// Annotation lines that match no record or cannot be read.
     pub annotation_rejects: u64,
+    /// Of `records_in`, records whose annotation failed (panic, model
+    /// error, timeout) in this run: retried next run.
+    pub failed: u64,
+    /// Of `records_in`, records skipped as poison: their annotation failed
+    /// in [`POISON_AFTER`] runs of the same content.
+    pub poison_skipped: u64,
+    /// Of `records_in`, records read but left for the next run because the
+    /// time budget ran out.
+    pub deferred: u64,
+    /// Records of other shards (not in `records_in`).
+    pub other_shards: u64,
 }
 
 /// An input as the receipt lists it.
@@ -143,8 +289,12 @@ pub struct RunSummary {
     pub reasons: BTreeMap<String, u64>,
     /// Which runs this one's skipped records were processed in.
     pub skipped_from: Vec<String>,
-    /// What a killed earlier run left behind and recovery removed.
+    /// What a killed earlier run left behind and recovery removed or completed.
     pub recovered: Vec<String>,
+    /// What ended the run.
+    pub stop_condition: StopCondition,
+    /// Transient I/O errors retried.
+    pub retries_used: u32,
 }
 
 struct Seen {
@@ -206,42 +356,192 @@ struct Ctx<'a> {
     memory_links: Vec<serde_json::Value>,
     /// Curated items by record id: (fingerprint hex, identity, decision).
     suppress: foldhash::HashMap<String, Vec<(String, String, String)>>,
+    /// Failed and poison records, for the receipt.
+    failures: Vec<serde_json::Value>,
+    /// The time budget.
+    budget: Budget,
+}
+
+/// The status stream, shared with the heartbeat thread.
+struct Status {
+    log: Mutex<EventLog>,
+    /// Counts and the current artifact, for heartbeats.
+    snapshot: Mutex<(serde_json::Value, Option<PathBuf>)>,
+    stop: AtomicBool,
+}
+
+impl Status {
+    fn emit(&self, e: Event<'_>) -> Result<(), RunError> {
+        let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        log.emit(e).map_err(|source| RunError::Events {
+            path: log.path().to_path_buf(),
+            source,
+        })
+    }
+
+    fn started(&self, step: &str) {
+        self.log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .started(step);
+    }
+
+    fn completed(&self, step: &str) {
+        self.log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .completed(step);
+    }
+
+    fn set(&self, counts: &Counts, artifact: Option<&Path>) {
+        *self.snapshot.lock().unwrap_or_else(|p| p.into_inner()) = (
+            serde_json::to_value(counts).unwrap_or_default(),
+            artifact.map(Path::to_path_buf),
+        );
+    }
+
+    /// Emits a heartbeat whenever `every` passed without an event, until
+    /// [`Status::stop`] is set.
+    fn beat(&self, every: Duration) {
+        let tick = (every / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+        while !self.stop.load(Ordering::Relaxed) {
+            std::thread::park_timeout(tick);
+            let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+            if self.stop.load(Ordering::Relaxed) || !log.heartbeat_due(every) {
+                continue;
+            }
+            let (counts, artifact) = self
+                .snapshot
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            if let Err(e) = log.emit(Event {
+                phase: "heartbeat",
+                current_artifact: artifact.as_deref(),
+                counts,
+                next_step: "keep going",
+                stop_condition: "every input read, or the deadline",
+                ..Default::default()
+            }) {
+                eprintln!("tomlite: warning: cannot write a heartbeat: {e}");
+            }
+        }
+    }
+}
+
+/// The time budget: stop taking records when the next batch and the
+/// commit would not fit before the deadline.
+struct Budget {
+    deadline: Option<Instant>,
+    started: Instant,
+    /// The slowest batch so far.
+    batch: Duration,
+}
+
+impl Budget {
+    fn near(&self) -> bool {
+        let Some(deadline) = self.deadline else {
+            return false;
+        };
+        // Room for one more batch (with slack) and for closing the tables,
+        // the report and the commit.
+        let reserve = Duration::from_secs(1) + self.started.elapsed() / 50;
+        Instant::now() + self.batch.mul_f64(1.5) + reserve >= deadline
+    }
 }
 
 /// Runs the job: the caller has chosen the annotator.
+///
+/// On an error nothing is committed and the run's temporary directory is
+/// removed; a killed run's leftovers are removed (or, past the commit
+/// point, completed) by the next run.
 pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary, RunError> {
     let started_at = chrono::Utc::now();
     let clock = Instant::now();
     let staging = StagingDir::open(&cfg.staging)?;
-    let recovered: Vec<String> = staging
-        .recover()?
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
+    let found = staging.recover()?;
+    let recovered = found.describe();
     let mut state = staging.load_state()?;
     // Memory links point only at what earlier runs committed.
     annotator.use_memories(crate::memory::MemoryIndex::from_state(&state));
     let run_id = new_run_id(&staging.runs_dir(), started_at);
-    let mut run = staging.begin_run(&run_id)?;
+    let run = staging.begin_run(&run_id)?;
+    let tmp = run.path().to_path_buf();
     let events_path = run.path().join("events.jsonl");
-    let ev_err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| RunError::Events { path, source }
+    let log =
+        EventLog::open(&events_path, &run_id, &cfg.command).map_err(|source| RunError::Events {
+            path: events_path.clone(),
+            source,
+        })?;
+    let status = Status {
+        log: Mutex::new(log),
+        snapshot: Mutex::new((json!({}), None)),
+        stop: AtomicBool::new(false),
     };
-    let mut events =
-        EventLog::open(&events_path, &run_id, &cfg.command).map_err(ev_err(&events_path))?;
+    let result = std::thread::scope(|scope| {
+        let beat = scope.spawn(|| status.beat(cfg.heartbeat));
+        let result = run_body(
+            cfg,
+            annotator,
+            &staging,
+            run,
+            &mut state,
+            &status,
+            Started {
+                at: started_at,
+                clock,
+                recovered,
+                run_id: run_id.clone(),
+            },
+            || {
+                status.stop.store(true, Ordering::Relaxed);
+                beat.thread().unpark();
+            },
+        );
+        status.stop.store(true, Ordering::Relaxed);
+        beat.thread().unpark();
+        result
+    });
+    if result.is_err() && tmp.exists() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    result
+}
+
+struct Started {
+    at: chrono::DateTime<chrono::Utc>,
+    clock: Instant,
+    recovered: Vec<String>,
+    run_id: String,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_body(
+    cfg: &RunConfig,
+    annotator: &mut dyn Annotator,
+    staging: &StagingDir,
+    mut run: tomlite_staging::RunDir,
+    state: &mut State,
+    status: &Status,
+    started: Started,
+    stop_heartbeats: impl FnOnce(),
+) -> Result<RunSummary, RunError> {
+    let Started {
+        at: started_at,
+        clock,
+        recovered,
+        run_id,
+    } = started;
     let info = annotator.info();
-    events
-        .emit(Event {
-            phase: "start",
-            current_artifact: Some(run.path()),
-            counts: json!({"state_records": state.len(), "recovered": recovered.len()}),
-            paths: recovered.clone(),
-            next_step: "stream the inputs through annotate, validate and decide",
-            stop_condition: "every input read",
-            ..Default::default()
-        })
-        .map_err(ev_err(&events_path))?;
+    status.emit(Event {
+        phase: "start",
+        current_artifact: Some(run.path()),
+        counts: json!({"state_records": state.len(), "recovered": recovered.len(), "shard": cfg.shard}),
+        paths: recovered.clone(),
+        next_step: "stream the inputs through annotate, validate and decide",
+        stop_condition: "every input read, or the deadline",
+        ..Default::default()
+    })?;
 
     let tables = Tables {
         promoted_tags: Table::create(&mut run, "promoted_tags", tables::PROMOTED_TAGS)?,
@@ -264,46 +564,88 @@ pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary,
                 message: e.to_string(),
             })?
             .suppression(),
+        failures: Vec::new(),
+        budget: Budget {
+            deadline: cfg.deadline,
+            started: clock,
+            batch: Duration::ZERO,
+        },
     };
+    // Problems of the annotation file are reported once, by shard 0.
+    let first_shard = cfg.shard.is_none_or(|s| s.index == 0);
     for r in annotator.input_problems() {
-        ctx.reject(&r, "annotations")?;
-        ctx.counts.annotation_rejects += 1;
+        if first_shard {
+            ctx.reject(&r, "annotations")?;
+            ctx.counts.annotation_rejects += 1;
+        }
     }
 
+    let total: Option<u64> = match cfg.progress {
+        ProgressMode::Quiet => None,
+        _ => cfg
+            .inputs
+            .iter()
+            .map(|p| crate::progress::estimate_records(p))
+            .sum(),
+    };
+    let mut progress = Progress::new(cfg.progress, total);
     let mut seen = Seen {
         ids: HashMap::new(),
     };
     let mut pending: Vec<Pending> = Vec::new();
     let mut skipped_from: BTreeMap<String, u64> = BTreeMap::new();
     let mut inputs = Vec::new();
-    for input in &cfg.inputs {
-        events.started(&format!("read {}", input.display()));
-        let sha256 = if input.is_dir() {
-            crate::sha256_dir(input)
-        } else {
-            crate::sha256_file(input)
-        }
-        .map_err(|source| RunError::Hash {
-            path: input.clone(),
-            source,
-        })?;
+    let mut stop = StopCondition::InputExhausted;
+    let mut lines_read = 0u64;
+    let batch_size = cfg
+        .batch_size
+        .unwrap_or_else(|| annotator.batch_size())
+        .max(1);
+    'inputs: for input in &cfg.inputs {
+        status.started(&format!("read {}", input.display()));
+        status.set(&ctx.counts, Some(input));
+        let sha256 = staging
+            .retry()
+            .io("read_input", || {
+                if input.is_dir() {
+                    crate::sha256_dir(input)
+                } else {
+                    crate::sha256_file(input)
+                }
+            })
+            .map_err(|source| RunError::Hash {
+                path: input.clone(),
+                source,
+            })?;
         let mut count = 0u64;
-        let batch_size = annotator.batch_size().max(1);
         let mut batch: Vec<Record> = Vec::with_capacity(batch_size);
+        let mut stopped = false;
         for item in record::open(input, &cfg.ingest)? {
             let item = item?;
             count += 1;
-            ctx.counts.records_in += 1;
+            lines_read += 1;
             match item {
                 Item::Reject(r) => {
                     if let Some(id) = &r.record_id {
                         seen.ids.entry(id.as_str().into()).or_insert(false);
                     }
+                    // A line that is no record belongs to no persona: shard 0 reports it.
+                    if !first_shard {
+                        ctx.counts.other_shards += 1;
+                        continue;
+                    }
+                    ctx.counts.records_in += 1;
                     ctx.counts.rejected += 1;
                     ctx.reject(&r, "records")?;
                 }
                 Item::Record(rec) => {
+                    let mine = cfg.shard.is_none_or(|s| s.owns(&rec.persona_id));
                     if seen.ids.contains_key(rec.id.as_str()) {
+                        if !mine {
+                            ctx.counts.other_shards += 1;
+                            continue;
+                        }
+                        ctx.counts.records_in += 1;
                         ctx.counts.rejected += 1;
                         let r = Reject {
                             source: rec.origin.source.clone(),
@@ -318,58 +660,79 @@ pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary,
                         continue;
                     }
                     seen.ids.insert(rec.id.as_str().into(), true);
+                    if !mine {
+                        ctx.counts.other_shards += 1;
+                        continue;
+                    }
+                    ctx.counts.records_in += 1;
                     batch.push(*rec);
                     if batch.len() == batch_size {
+                        if ctx.budget.near() {
+                            ctx.counts.deferred += batch.len() as u64;
+                            stopped = true;
+                            break;
+                        }
                         ctx.process(
                             &mut batch,
                             annotator,
-                            &mut state,
+                            state,
                             &seen,
                             &mut pending,
                             &mut skipped_from,
                         )?;
+                        status.set(&ctx.counts, Some(input));
                     }
                 }
             }
-            if events.heartbeat_due() {
-                events
-                    .emit(Event {
-                        phase: "heartbeat",
-                        current_artifact: Some(input),
-                        counts: serde_json::to_value(&ctx.counts).unwrap_or_default(),
-                        next_step: "keep reading this input",
-                        stop_condition: "input exhausted",
-                        ..Default::default()
-                    })
-                    .map_err(ev_err(&events_path))?;
-            }
+            progress.update(lines_read, ctx.counts.processed);
         }
-        ctx.process(
-            &mut batch,
-            annotator,
-            &mut state,
-            &seen,
-            &mut pending,
-            &mut skipped_from,
-        )?;
-        events.completed(&format!("read {}", input.display()));
-        events
-            .emit(Event {
-                phase: "input_done",
-                current_artifact: Some(input),
-                counts: serde_json::to_value(&ctx.counts).unwrap_or_default(),
-                next_step: "next input, or settle pending edges",
-                stop_condition: "every input read",
-                ..Default::default()
-            })
-            .map_err(ev_err(&events_path))?;
+        if !stopped && !batch.is_empty() && ctx.budget.near() {
+            ctx.counts.deferred += batch.len() as u64;
+            stopped = true;
+        }
+        if !stopped {
+            ctx.process(
+                &mut batch,
+                annotator,
+                state,
+                &seen,
+                &mut pending,
+                &mut skipped_from,
+            )?;
+        }
+        status.completed(&format!("read {}", input.display()));
+        status.set(&ctx.counts, Some(input));
+        status.emit(Event {
+            phase: if stopped { "deadline" } else { "input_done" },
+            current_artifact: Some(input),
+            counts: serde_json::to_value(&ctx.counts).unwrap_or_default(),
+            next_step: if stopped {
+                "commit what is done; the next run takes the rest"
+            } else {
+                "next input, or settle pending edges"
+            },
+            stop_condition: "every input read, or the deadline",
+            ..Default::default()
+        })?;
         inputs.push(InputInfo {
             path: input.display().to_string(),
             sha256,
             records: count,
         });
+        if stopped {
+            stop = StopCondition::Deadline;
+            break 'inputs;
+        }
     }
+    progress.finish(lines_read, ctx.counts.processed);
 
+    if stop == StopCondition::Deadline {
+        // Records whose edges wait for the rest of the input are redone
+        // next run, with the whole input in view.
+        ctx.counts.processed -= pending.len() as u64;
+        ctx.counts.deferred += pending.len() as u64;
+        pending.clear();
+    }
     // Edges to memories that came later in the input are settled now.
     for mut p in pending {
         for e in &mut p.edges {
@@ -378,31 +741,43 @@ pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary,
         let outcome = ctx.stage(&p.record, &p.tags, &p.edges, None)?;
         state.upsert(ctx.state_row(&p.record, p.state, outcome, p.embedding.as_deref()));
     }
-    for r in annotator.unused() {
-        ctx.reject(&r, "annotations")?;
-        ctx.counts.annotation_rejects += 1;
+    if stop == StopCondition::InputExhausted {
+        for r in annotator.unused() {
+            // Another shard's record is not a stray annotation.
+            let elsewhere = r
+                .record_id
+                .as_deref()
+                .is_some_and(|id| seen.ids.contains_key(id));
+            if first_shard && !elsewhere {
+                ctx.reject(&r, "annotations")?;
+                ctx.counts.annotation_rejects += 1;
+            }
+        }
     }
 
-    events.started("write tables");
+    status.started("write tables");
     let Ctx {
         tables,
         counts,
         reasons,
         memory_links,
+        failures,
         ..
     } = ctx;
     let mut paths = Vec::new();
-    for t in [
-        tables.promoted_tags,
-        tables.promoted_edges,
-        tables.quarantine,
-        tables.abstained,
-        tables.rejects,
+    for (name, t) in [
+        ("promoted_tags", tables.promoted_tags),
+        ("promoted_edges", tables.promoted_edges),
+        ("quarantine", tables.quarantine),
+        ("abstained", tables.abstained),
+        ("rejects", tables.rejects),
     ] {
         paths.push(t.close()?.display().to_string());
+        fault::point(&format!("staged.{name}"));
     }
-    events.completed("write tables");
+    status.completed("write tables");
     let finished_at = chrono::Utc::now();
+    let retries_used = staging.retry().used();
     let receipt = json!({
         "run_id": run_id,
         "status": "committed",
@@ -415,18 +790,24 @@ pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary,
         "policy_sha256": cfg.policy.sha256(),
         "policy_source": cfg.policy_source.as_ref().map(|p| p.display().to_string()),
         "full": cfg.full,
+        "shard": cfg.shard.map(|s| json!({"index": s.index, "count": s.count, "key": "persona_id"})),
         "counts": counts,
         "reasons": reasons,
         "memory_links": memory_links,
+        "failed": failures.iter().filter(|f| f["kind"] == "failed").take(100).collect::<Vec<_>>(),
+        "poison": failures.iter().filter(|f| f["kind"] == "poison").take(100).collect::<Vec<_>>(),
         "skipped_from_runs": skipped_from,
         "attempts": 1,
-        "retries_used": 0,
+        "retries_used": retries_used,
+        "retry_policy": {"max_retries": tomlite_staging::retry::MAX_RETRIES, "backoff_ms": tomlite_staging::retry::BACKOFF.as_millis() as u64, "poison_after_failed_runs": POISON_AFTER, "max_failed_share": cfg.max_failed_share},
         "recovered": recovered,
-        "stop_condition": "input_exhausted",
+        "stop_condition": stop.as_str(),
+        "resumable": stop == StopCondition::Deadline,
     });
     run.write_json("receipt.json", &receipt)?;
+    fault::point("staged.receipt");
     // The curator's report, from the closed tables.
-    events.started("write report");
+    status.started("write report");
     let previous = staging
         .latest()?
         .and_then(|id| std::fs::read(staging.runs_dir().join(id).join("receipt.json")).ok())
@@ -440,36 +821,48 @@ pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary,
     })
     .map_err(RunError::Report)?;
     run.write_file("report.html", crate::report::html(&data).as_bytes())?;
+    fault::point("staged.report_html");
     run.write_file("report.md", crate::report::markdown(&data).as_bytes())?;
-    events.completed("write report");
-    events
-        .emit(Event {
-            phase: "commit",
-            current_artifact: Some(run.path()),
-            counts: serde_json::to_value(&counts).unwrap_or_default(),
-            paths,
-            next_step: "rename the run directory, then replace state and LATEST",
-            stop_condition: "LATEST names this run",
-            ..Default::default()
-        })
-        .map_err(ev_err(&events_path))?;
-    let run_dir = run.commit(&mut state)?;
+    fault::point("staged.report_md");
+    status.completed("write report");
+    stop_heartbeats();
+    status.emit(Event {
+        phase: "commit",
+        current_artifact: Some(run.path()),
+        counts: serde_json::to_value(&counts).unwrap_or_default(),
+        paths,
+        next_step: "rename the run directory, then replace state and LATEST",
+        stop_condition: "LATEST names this run",
+        ..Default::default()
+    })?;
+    let run_dir = run.commit(state, staging.retry())?;
     let final_events = run_dir.join("events.jsonl");
-    events
-        .reopen(&final_events)
-        .map_err(ev_err(&final_events))?;
-    events.completed("commit");
-    events
-        .emit(Event {
-            phase: "committed",
-            current_artifact: Some(&run_dir),
-            counts: serde_json::to_value(&counts).unwrap_or_default(),
-            status_code: Some(0),
-            next_step: "curator reviews the quarantine",
-            stop_condition: "run committed",
-            ..Default::default()
-        })
-        .map_err(ev_err(&final_events))?;
+    {
+        let mut log = status.log.lock().unwrap_or_else(|p| p.into_inner());
+        log.reopen(&final_events)
+            .map_err(|source| RunError::Events {
+                path: final_events.clone(),
+                source,
+            })?;
+        log.completed("commit");
+    }
+    status.emit(Event {
+        phase: "committed",
+        current_artifact: Some(&run_dir),
+        counts: serde_json::to_value(&counts).unwrap_or_default(),
+        status_code: Some(if stop == StopCondition::Deadline {
+            4
+        } else {
+            0
+        }),
+        next_step: if stop == StopCondition::Deadline {
+            "run again: the next run takes the records this one left"
+        } else {
+            "curator reviews the quarantine"
+        },
+        stop_condition: stop.as_str(),
+        ..Default::default()
+    })?;
     Ok(RunSummary {
         run_id,
         run_dir,
@@ -477,11 +870,13 @@ pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary,
         reasons,
         skipped_from: skipped_from.into_keys().collect(),
         recovered,
+        stop_condition: stop,
+        retries_used,
     })
 }
 
 /// `YYYYMMDDTHHMMSSZ-xxxx`: sortable by time, unique in the staging directory.
-fn new_run_id(runs: &Path, now: chrono::DateTime<chrono::Utc>) -> String {
+pub fn new_run_id(runs: &Path, now: chrono::DateTime<chrono::Utc>) -> String {
     let stamp = now.format("%Y%m%dT%H%M%SZ");
     let salt = (std::process::id() as u64) ^ u64::from(now.timestamp_subsec_nanos());
     for bump in 0.. {
@@ -527,6 +922,7 @@ impl Ctx<'_> {
             outcome,
             persona_id: embedding.map(|_| record.persona_id.as_str()),
             embedding,
+            failures: 0,
         }
     }
 
@@ -539,28 +935,67 @@ impl Ctx<'_> {
         pending: &mut Vec<Pending>,
         skipped_from: &mut BTreeMap<String, u64>,
     ) -> Result<(), RunError> {
+        let clock = Instant::now();
         let mut todo = Vec::with_capacity(batch.len());
         for rec in batch.drain(..) {
             let fp = rec.fingerprint();
             let ad = annotator.annotation_digest(&rec)?;
-            if !self.cfg.full
-                && let Some(e) = state.get(&rec.id)
-                && e.fingerprint == fp
-                && e.annotation == ad
-                && state.policy(e) == self.policy_sha
-            {
-                self.counts.skipped_unchanged += 1;
-                *skipped_from.entry(state.run(e).to_string()).or_default() += 1;
-                continue;
+            let prev = state.get(&rec.id).copied();
+            // Failures of this content so far (a changed record starts over).
+            let mut failures = 0;
+            if let Some(e) = prev.filter(|e| e.fingerprint == fp) {
+                if state.outcome(&e) == "failed" {
+                    failures = e.failures;
+                    // Poison until the content or the annotator changes.
+                    if failures >= POISON_AFTER && e.annotation == ad {
+                        let last = state.run(&e).to_string();
+                        self.poison(&rec, failures, &last)?;
+                        continue;
+                    }
+                } else if !self.cfg.full
+                    && e.annotation == ad
+                    && state.policy(&e) == self.policy_sha
+                {
+                    self.counts.skipped_unchanged += 1;
+                    *skipped_from.entry(state.run(&e).to_string()).or_default() += 1;
+                    continue;
+                }
             }
-            todo.push((rec, (fp, ad)));
+            todo.push((rec, (fp, ad), failures));
         }
         if todo.is_empty() {
             return Ok(());
         }
-        let refs: Vec<&Record> = todo.iter().map(|(r, _)| r).collect();
-        let annotated = annotator.annotate(&refs)?;
-        for ((rec, digests), a) in todo.into_iter().zip(annotated) {
+        let refs: Vec<&Record> = todo.iter().map(|(r, _, _)| r).collect();
+        let annotated = annotate_isolated(annotator, &refs, self.cfg.record_timeout);
+        let failed = annotated.iter().filter(|a| a.is_err()).count() as u64;
+        if failed >= MIN_FAILED_FOR_BUDGET
+            && failed as f64 > self.cfg.max_failed_share * todo.len() as f64
+        {
+            let first = annotated
+                .iter()
+                .zip(&todo)
+                .find_map(|(a, (r, _, _))| a.as_ref().err().map(|e| format!("{}: {e}", r.id)))
+                .unwrap_or_default();
+            return Err(RunError::FailureBudget {
+                failed,
+                attempted: todo.len() as u64,
+                share: self.cfg.max_failed_share,
+                first,
+            });
+        }
+        for ((rec, digests, failures), a) in todo.into_iter().zip(annotated) {
+            let a = match a {
+                Ok(a) => a,
+                Err(error) => {
+                    self.failed(&rec, failures + 1, &error)?;
+                    state.upsert(StateRow {
+                        failures: failures + 1,
+                        ..self.state_row(&rec, digests, "failed", None)
+                    });
+                    continue;
+                }
+            };
             self.counts.processed += 1;
             let nodes = RunNodes {
                 registry: self.cfg.nodes.as_ref().map(|(_, r)| r),
@@ -597,6 +1032,57 @@ impl Ctx<'_> {
             };
             state.upsert(self.state_row(&rec, digests, outcome, embedding.as_deref()));
         }
+        self.budget.batch = self.budget.batch.max(clock.elapsed());
+        Ok(())
+    }
+
+    /// A record whose annotation failed: a reject row, retried next run.
+    fn failed(&mut self, rec: &Record, failures: u32, error: &str) -> Result<(), RunError> {
+        self.counts.failed += 1;
+        let message = format!(
+            "annotation failed (failed run {failures} of {POISON_AFTER} before the record is skipped as poison): {error}"
+        );
+        self.failure(
+            rec,
+            "annotation_failed",
+            &message,
+            json!({"kind": "failed", "error": error}),
+            failures,
+        )
+    }
+
+    /// A poison record: skipped, listed, kept in the state as it was.
+    fn poison(&mut self, rec: &Record, failures: u32, last_run: &str) -> Result<(), RunError> {
+        self.counts.poison_skipped += 1;
+        let message = format!(
+            "poison: annotation of this content failed in {failures} runs (last: run {last_run}); skipped until the record or the annotator changes"
+        );
+        let entry = json!({"kind": "poison", "last_failed_run": last_run});
+        self.failure(rec, "poison", &message, entry, failures)
+    }
+
+    /// The reject row and the receipt entry of a failed or poison record.
+    fn failure(
+        &mut self,
+        rec: &Record,
+        input: &str,
+        message: &str,
+        mut entry: serde_json::Value,
+        failures: u32,
+    ) -> Result<(), RunError> {
+        self.tables.rejects.push(&[
+            Val::S(Some(&rec.origin.source)),
+            Val::U(Some(rec.origin.line)),
+            Val::S(Some(&rec.id)),
+            Val::S(Some("annotation")),
+            Val::S(Some(message)),
+            Val::S(Some(input)),
+        ])?;
+        entry["record_id"] = json!(rec.id);
+        entry["source"] = json!(rec.origin.source);
+        entry["line"] = json!(rec.origin.line);
+        entry["failures"] = json!(failures);
+        self.failures.push(entry);
         Ok(())
     }
 
@@ -841,5 +1327,73 @@ impl Ctx<'_> {
             (_, 0, _) => "quarantined",
             _ => "mixed",
         })
+    }
+}
+
+/// Annotates a batch; when the batch fails (a panic, a model error, or
+/// slower than the per-record timeout allows), annotates its records one by
+/// one, so that a failing record fails alone and the rest go on.
+fn annotate_isolated(
+    annotator: &mut dyn Annotator,
+    records: &[&Record],
+    timeout: Option<Duration>,
+) -> Vec<Result<crate::annotation::Annotated, String>> {
+    fault::point("annotate.batch");
+    let clock = Instant::now();
+    let whole = guarded(annotator, records);
+    let in_time = |elapsed: Duration, n: usize| timeout.is_none_or(|t| elapsed <= t * n as u32);
+    if let Ok(v) = whole
+        && v.len() == records.len()
+        && in_time(clock.elapsed(), records.len())
+    {
+        return v.into_iter().map(Ok).collect();
+    }
+    records
+        .iter()
+        .map(|r| {
+            let clock = Instant::now();
+            let mut one = guarded(annotator, std::slice::from_ref(r))?;
+            let elapsed = clock.elapsed();
+            if !in_time(elapsed, 1) {
+                return Err(format!(
+                    "timeout: annotating the record alone took {:.1} s, more than --record-timeout {:.1} s",
+                    elapsed.as_secs_f64(),
+                    timeout.unwrap_or_default().as_secs_f64()
+                ));
+            }
+            one.pop()
+                .ok_or_else(|| "the annotator returned no result".to_string())
+        })
+        .collect()
+}
+
+/// One annotator call with panics caught and errors as text.
+fn guarded(
+    annotator: &mut dyn Annotator,
+    records: &[&Record],
+) -> Result<Vec<crate::annotation::Annotated>, String> {
+    let call = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // Fault point: `annotate.record=return(ID[,ID...])` makes the
+        // annotation of those records (`*`: of every record) panic.
+        if let Some(ids) = fault::value("annotate.record")
+            && let Some(r) = records
+                .iter()
+                .find(|r| ids == "*" || ids.split(',').any(|i| i == r.id))
+        {
+            panic!("injected fault: annotating record {} panicked", r.id);
+        }
+        annotator.annotate(records)
+    }));
+    match call {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(format!("annotator error: {e}")),
+        Err(payload) => {
+            let msg = payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(format!("panicked: {msg}"))
+        }
     }
 }

@@ -11,9 +11,9 @@
 //!    directories that no committed state names);
 //! 2. a [`RunDir`] is written under `runs/.tmp-<run_id>/`: every table and
 //!    JSON file is flushed and synced as it is closed;
-//! 3. [`RunDir::commit`] syncs the directory, renames it to `runs/<run_id>`,
-//!    then replaces `state/records.parquet` (the commit point) and `LATEST`,
-//!    each by rename.
+//! 3. [`RunDir::commit`] writes the next state beside the current one,
+//!    renames the run directory to `runs/<run_id>` (the commit point), then
+//!    replaces `state/records.parquet` and `LATEST`, each by rename.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -31,18 +31,21 @@
 //! let ids: ArrayRef = Arc::new(StringArray::from(vec!["j-001"]));
 //! table.write(&RecordBatch::try_new(schema, vec![ids]).unwrap())?;
 //! table.close()?;
-//! let committed = run.commit(&mut state)?;
+//! let committed = run.commit(&mut state, staging.retry())?;
 //! println!("{}", committed.display());
 //! # Ok(()) }
 //! ```
 
 mod error;
+pub mod fault;
 mod lock;
+pub mod retry;
 mod run_dir;
 mod state;
 
 pub use error::Error;
 pub use lock::StagingLock;
+pub use retry::Retry;
 pub use run_dir::{RunDir, TableWriter};
 pub use state::{Digest, State, StateEntry, StateRow};
 
@@ -59,6 +62,42 @@ pub const TMP_PREFIX: &str = ".tmp-";
 pub struct StagingDir {
     root: PathBuf,
     _lock: StagingLock,
+    retry: Retry,
+}
+
+/// What [`StagingDir::recover`] found of an interrupted run.
+#[derive(Debug, Default)]
+pub struct Recovered {
+    /// Leftovers removed: temporary run directories and next-state files of
+    /// runs killed before their commit point.
+    pub removed: Vec<PathBuf>,
+    /// Runs killed after their commit point whose state and `LATEST` were
+    /// completed.
+    pub completed: Vec<String>,
+    /// The run `LATEST` was rewritten to name (a run killed after its state
+    /// replacement, before `LATEST`'s).
+    pub latest_rewritten: Option<String>,
+}
+
+impl Recovered {
+    /// One line per thing done, for receipts: removed paths, completed
+    /// commits, a rewritten `LATEST`.
+    pub fn describe(&self) -> Vec<String> {
+        self.removed
+            .iter()
+            .map(|p| p.display().to_string())
+            .chain(
+                self.completed
+                    .iter()
+                    .map(|r| format!("completed the commit of run {r}")),
+            )
+            .chain(
+                self.latest_rewritten
+                    .iter()
+                    .map(|r| format!("rewrote LATEST to name run {r}")),
+            )
+            .collect()
+    }
 }
 
 impl StagingDir {
@@ -72,12 +111,21 @@ impl StagingDir {
                 .map_err(|source| Error::io("create directory", &dir, source))?;
         }
         let lock = StagingLock::acquire(&root)?;
-        Ok(Self { root, _lock: lock })
+        Ok(Self {
+            root,
+            _lock: lock,
+            retry: Retry::default(),
+        })
     }
 
     /// The staging root.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The retry counter of this run's I/O (see [`Retry::io`]).
+    pub fn retry(&self) -> &Retry {
+        &self.retry
     }
 
     /// Directory that holds published runs.
@@ -90,49 +138,67 @@ impl StagingDir {
         self.root.join("state")
     }
 
-    /// Removes what an interrupted run left behind and returns what it removed.
+    /// Finishes or undoes what an interrupted run left behind.
     ///
-    /// A temporary run directory was never published; a published run
-    /// directory that the committed state does not list was published but
-    /// its state never committed, so the next run redoes its records (and
-    /// they are not counted twice). `LATEST` is rewritten from the state
-    /// when a run died between the state and `LATEST` renames.
-    pub fn recover(&self) -> Result<Vec<PathBuf>, Error> {
-        let state = State::load(&self.state_dir())?;
-        let committed = state.runs();
-        let mut removed = Vec::new();
+    /// A temporary run directory never reached its commit point: it is
+    /// removed, with its next-state file, and the next run redoes its
+    /// records. A published run that the state does not list yet reached
+    /// its commit point: its next state is moved into place. A published
+    /// run without a next state (not written by this protocol) is removed.
+    /// `LATEST` is rewritten from the state when it lags.
+    pub fn recover(&self) -> Result<Recovered, Error> {
+        let state_dir = self.state_dir();
+        let mut out = Recovered::default();
+        let committed = State::load(&state_dir)?.runs().to_vec();
         let runs = self.runs_dir();
+        let mut names = Vec::new();
         let entries = fs::read_dir(&runs).map_err(|source| Error::io("list", &runs, source))?;
         for entry in entries {
             let entry = entry.map_err(|source| Error::io("list", &runs, source))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let orphan = name.starts_with(TMP_PREFIX) || !committed.contains(&name);
-            if orphan {
-                let path = entry.path();
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+        names.sort();
+        for name in names {
+            let path = runs.join(&name);
+            if name.starts_with(TMP_PREFIX) {
                 fs::remove_dir_all(&path).map_err(|source| Error::io("remove", &path, source))?;
-                removed.push(path);
+                out.removed.push(path);
+            } else if !committed.contains(&name) {
+                if State::next_path(&state_dir, &name).is_file() {
+                    run_dir::finish_commit(&self.root, &name, &self.retry)?;
+                    out.completed.push(name);
+                } else {
+                    fs::remove_dir_all(&path)
+                        .map_err(|source| Error::io("remove", &path, source))?;
+                    out.removed.push(path);
+                }
             }
         }
-        let state_dir = self.state_dir();
         let entries =
             fs::read_dir(&state_dir).map_err(|source| Error::io("list", &state_dir, source))?;
         for entry in entries {
             let entry = entry.map_err(|source| Error::io("list", &state_dir, source))?;
-            if entry.file_name().to_string_lossy().ends_with(".tmp") {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".tmp") || name.contains(state::NEXT_INFIX) {
                 let path = entry.path();
                 fs::remove_file(&path).map_err(|source| Error::io("remove", &path, source))?;
-                removed.push(path);
+                out.removed.push(path);
             }
         }
+        let state = State::load(&state_dir)?;
         if let Some(last) = state.last_run()
             && self.latest()?.as_deref() != Some(last)
         {
             run_dir::write_latest(&self.root, last)?;
+            if !out.completed.iter().any(|c| c == last) {
+                out.latest_rewritten = Some(last.to_string());
+            }
         }
-        if !removed.is_empty() {
+        if !out.removed.is_empty() {
             sync_dir(&runs)?;
+            sync_dir(&state_dir)?;
         }
-        Ok(removed)
+        Ok(out)
     }
 
     /// Loads the committed processed-record state (empty before the first run).

@@ -9,7 +9,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
-use crate::{Error, LATEST, State, TMP_PREFIX, sync_dir};
+use crate::{Error, LATEST, Retry, State, TMP_PREFIX, fault, sync_dir};
 
 /// A run directory being written: `runs/.tmp-<run_id>/` until [`RunDir::commit`].
 #[derive(Debug)]
@@ -143,22 +143,62 @@ impl RunDir {
 
     /// Publishes the run and commits `state` with it.
     ///
-    /// Order: sync the run directory, rename it to `runs/<run_id>`, replace
-    /// the state file (the commit point: from here on the run's records
-    /// count as processed), then replace `LATEST`. A crash before the state
-    /// rename leaves an unlisted run directory that [`crate::StagingDir::recover`]
-    /// removes; a crash after it leaves a stale `LATEST` that recovery rewrites.
-    pub fn commit(self, state: &mut State) -> Result<PathBuf, Error> {
+    /// Order:
+    /// 1. the next state (with this run in its history) is written, complete
+    ///    and synced, to `state/records.parquet.next-<run_id>`;
+    /// 2. the run directory is synced and renamed to `runs/<run_id>`: the
+    ///    commit point, the one rename that makes the run visible;
+    /// 3. the next state replaces `state/records.parquet`, then `LATEST` is
+    ///    replaced, each by rename.
+    ///
+    /// A crash before 2 leaves a temporary directory and a `.next-` file
+    /// that [`crate::StagingDir::recover`] removes (the records are redone);
+    /// a crash after 2 leaves a published run whose state recovery rolls
+    /// forward, so a run that readers could see is never taken back.
+    pub fn commit(self, state: &mut State, retry: &Retry) -> Result<PathBuf, Error> {
+        let state_dir = self.root.join("state");
+        state.push_run(&self.run_id);
+        let next = State::next_path(&state_dir, &self.run_id);
+        state.write_file(&next, &next)?;
+        sync_dir(&state_dir)?;
         sync_dir(&self.tmp)?;
+        fault::point("commit.before_run_rename");
         let target = self.final_path();
-        fs::rename(&self.tmp, &target)
+        retry
+            .io("rename_run", || fs::rename(&self.tmp, &target))
             .map_err(|source| Error::io("rename run directory", &target, source))?;
         sync_dir(&self.root.join("runs"))?;
-        state.push_run(&self.run_id);
-        state.write(&self.root.join("state"))?;
-        write_latest(&self.root, &self.run_id)?;
+        fault::point("commit.after_run_rename");
+        finish_commit(&self.root, &self.run_id, retry)?;
         Ok(target)
     }
+}
+
+/// Steps 3 of [`RunDir::commit`]: the published run's next state replaces
+/// the state, then `LATEST` names the run.
+pub(crate) fn finish_commit(root: &Path, run_id: &str, retry: &Retry) -> Result<(), Error> {
+    let state_dir = root.join("state");
+    let next = State::next_path(&state_dir, run_id);
+    let path = state_dir.join("records.parquet");
+    fault::point("commit.before_state_replace");
+    retry
+        .io("replace_state", || fs::rename(&next, &path))
+        .map_err(|source| Error::io("replace state", &path, source))?;
+    sync_dir(&state_dir)?;
+    fault::point("commit.after_state_replace");
+    fault::point("commit.before_latest_replace");
+    retry
+        .io("replace_latest", || {
+            replace_atomically(&root.join(LATEST), format!("{run_id}\n").as_bytes()).map_err(|e| {
+                match e {
+                    Error::Io { source, .. } => source,
+                    other => std::io::Error::other(other.to_string()),
+                }
+            })
+        })
+        .map_err(|source| Error::io("replace", &root.join(LATEST), source))?;
+    fault::point("commit.after_latest_replace");
+    Ok(())
 }
 
 /// Writes `bytes` to `path` and syncs the file.

@@ -3,7 +3,7 @@ use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, BinaryArray, RecordBatch, StringArray};
+use arrow_array::{Array, ArrayRef, BinaryArray, RecordBatch, StringArray, UInt32Array};
 use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -18,6 +18,8 @@ use crate::{Error, sync_dir};
 pub type Digest = [u8; 16];
 
 const FILE: &str = "records.parquet";
+/// `records.parquet.next-<run_id>`: a run's next state, before its commit.
+pub(crate) const NEXT_INFIX: &str = ".next-";
 const RUNS_KEY: &str = "tomlite.committed_runs";
 const BATCH: usize = 8192;
 
@@ -45,6 +47,9 @@ pub struct StateRow<'a> {
     pub persona_id: Option<&'a str>,
     /// The record's embedding, quantised to int8, if the annotator made one.
     pub embedding: Option<&'a [i8]>,
+    /// Committed runs in a row whose annotation of this content failed (0
+    /// for a record that was annotated).
+    pub failures: u32,
 }
 
 /// A record's entry in the state, with its strings interned.
@@ -58,6 +63,8 @@ pub struct StateEntry {
     policy: u32,
     run: u32,
     outcome: u32,
+    /// Committed runs in a row whose annotation of this content failed.
+    pub failures: u32,
 }
 
 /// The processed-record state: what committed runs processed, by record id.
@@ -130,6 +137,10 @@ impl State {
             let vectors = batch
                 .column_by_name("embedding")
                 .and_then(|c| c.as_any().downcast_ref::<BinaryArray>());
+            // Absent in states written before failures were counted.
+            let failures = batch
+                .column_by_name("failures")
+                .and_then(|c| c.as_any().downcast_ref::<UInt32Array>());
             let mut buf: Vec<i8> = Vec::new();
             for i in 0..batch.num_rows() {
                 let bad = |what: &str| Error::BadState {
@@ -154,6 +165,7 @@ impl State {
                         buf.extend(v.value(i).iter().map(|&b| b as i8));
                         buf.as_slice()
                     }),
+                    failures: failures.filter(|f| f.is_valid(i)).map_or(0, |f| f.value(i)),
                 });
             }
         }
@@ -179,6 +191,7 @@ impl State {
             policy: self.intern(row.policy_sha256),
             run: self.intern(row.run_id),
             outcome: self.intern(row.outcome),
+            failures: row.failures,
         };
         if let Some(e) = self.entries.get_mut(row.record_id) {
             *e = entry;
@@ -211,6 +224,25 @@ impl State {
         self.vectors
             .get(record_id)
             .map(|(p, v)| (self.strings[*p as usize].as_str(), &**v))
+    }
+
+    /// Every entry as the row that would recreate it.
+    pub fn rows(&self) -> impl Iterator<Item = StateRow<'_>> {
+        self.entries.iter().map(|(id, e)| {
+            let v = self.vectors.get(id);
+            StateRow {
+                record_id: id,
+                fingerprint: e.fingerprint,
+                annotator: self.annotator(e),
+                annotation: e.annotation,
+                policy_sha256: self.policy(e),
+                run_id: self.run(e),
+                outcome: self.outcome(e),
+                persona_id: v.map(|(p, _)| self.strings[*p as usize].as_str()),
+                embedding: v.map(|(_, x)| &**x),
+                failures: e.failures,
+            }
+        })
     }
 
     /// A record's entry.
@@ -263,7 +295,8 @@ impl State {
         self.runs.last().map(String::as_str)
     }
 
-    pub(crate) fn push_run(&mut self, run_id: &str) {
+    /// Appends a run to the committed-run history (done by the commit).
+    pub fn push_run(&mut self, run_id: &str) {
         if self.last_run() != Some(run_id) {
             self.runs.push(run_id.to_string());
         }
@@ -274,6 +307,22 @@ impl State {
     pub fn write(&self, dir: &Path) -> Result<PathBuf, Error> {
         let path = dir.join(FILE);
         let tmp = tmp_sibling(&path);
+        self.write_file(&tmp, &path)?;
+        fs::rename(&tmp, &path).map_err(|source| Error::io("rename", &path, source))?;
+        sync_dir(dir)?;
+        Ok(path)
+    }
+
+    /// The file a run's next state waits in until its commit: see
+    /// [`crate::RunDir::commit`].
+    pub(crate) fn next_path(dir: &Path, run_id: &str) -> PathBuf {
+        dir.join(format!("{FILE}{NEXT_INFIX}{run_id}"))
+    }
+
+    /// Writes the state, complete and synced, to `tmp` (errors name `path`).
+    pub(crate) fn write_file(&self, tmp: &Path, path: &Path) -> Result<(), Error> {
+        let path = path.to_path_buf();
+        let tmp = tmp.to_path_buf();
         let schema = Arc::new(Schema::new(
             [
                 "record_id",
@@ -289,6 +338,7 @@ impl State {
             .chain([
                 Field::new("persona_id", DataType::Utf8, true),
                 Field::new("embedding", DataType::Binary, true),
+                Field::new("failures", DataType::UInt32, false),
             ])
             .collect::<Vec<_>>(),
         ));
@@ -338,6 +388,12 @@ impl State {
             arrays.push(Arc::new(BinaryArray::from(
                 bytes.iter().map(|b| b.as_deref()).collect::<Vec<_>>(),
             )));
+            arrays.push(Arc::new(UInt32Array::from(
+                chunk
+                    .iter()
+                    .map(|id| self.entries[*id].failures)
+                    .collect::<Vec<_>>(),
+            )));
             let batch =
                 RecordBatch::try_new(schema.clone(), arrays).map_err(|source| Error::Arrow {
                     path: tmp.clone(),
@@ -351,10 +407,7 @@ impl State {
             .close()
             .map_err(|source| Error::parquet(&tmp, source))?;
         file.sync_all()
-            .map_err(|source| Error::io("sync", &tmp, source))?;
-        fs::rename(&tmp, &path).map_err(|source| Error::io("rename", &path, source))?;
-        sync_dir(dir)?;
-        Ok(path)
+            .map_err(|source| Error::io("sync", &tmp, source))
     }
 }
 
@@ -392,6 +445,7 @@ mod tests {
             outcome: "annotated",
             persona_id: None,
             embedding: None,
+            failures: 0,
         }
     }
 
@@ -414,6 +468,29 @@ mod tests {
         assert_eq!(back.annotator(b), "file");
         assert_eq!(back.outcome(b), "annotated");
         assert!(!dir.path().join("records.parquet.tmp").exists());
+    }
+
+    #[test]
+    fn failures_round_trip_and_rows_recreate_the_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = State::default();
+        s.upsert(StateRow {
+            failures: 2,
+            outcome: "failed",
+            ..row("a", 1, "r1")
+        });
+        s.upsert(row("b", 1, "r1"));
+        s.write(dir.path()).unwrap();
+        let back = State::load(dir.path()).unwrap();
+        assert_eq!(back.get("a").unwrap().failures, 2);
+        assert_eq!(back.get("b").unwrap().failures, 0);
+        let mut copy = State::default();
+        for r in back.rows() {
+            copy.upsert(r);
+        }
+        assert_eq!(copy.get("a").unwrap().failures, 2);
+        assert_eq!(copy.outcome(copy.get("a").unwrap()), "failed");
+        assert_eq!(copy.len(), 2);
     }
 
     #[test]

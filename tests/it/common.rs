@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float64Type, UInt64Type};
+use arrow_array::types::{Float64Type, UInt32Type, UInt64Type};
 use arrow_array::{Array, ArrayRef};
 use arrow_schema::DataType;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -214,6 +214,7 @@ fn cell(col: &ArrayRef, i: usize) -> Value {
         DataType::Utf8 => json!(col.as_string::<i32>().value(i)),
         DataType::Float64 => json!(col.as_primitive::<Float64Type>().value(i)),
         DataType::UInt64 => json!(col.as_primitive::<UInt64Type>().value(i)),
+        DataType::UInt32 => json!(col.as_primitive::<UInt32Type>().value(i)),
         DataType::Binary => json!(col.as_binary::<i32>().value(i).len()),
         DataType::List(_) => {
             let l = col.as_list::<i32>().value(i);

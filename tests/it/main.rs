@@ -7,6 +7,8 @@ mod curate;
 mod decisions;
 mod edges;
 mod ingest;
+#[cfg(feature = "failpoints")]
+mod ops;
 mod policy;
 mod sample;
 mod staging;

@@ -1,0 +1,411 @@
+//! `tomlite merge`: joins the committed runs of every shard of a sharded
+//! night (`run --shard K/N`, one staging directory per shard) into one
+//! committed run in another staging directory.
+//!
+//! A merge is refused, with nothing written, unless it gets exactly one
+//! complete run of each shard `0..N`, all run on the same inputs (sha256),
+//! policy, annotator and node registry. The merged run holds every shard's
+//! rows (in shard order, `run_id` set to the merged run), a receipt whose
+//! counts are the shards' sums and which lists the shard runs, a report, and
+//! a state that is the union of the shards' states.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use serde_json::{Value, json};
+use tomlite_staging::{StagingDir, State, StateRow};
+
+use crate::events::{Event, EventLog};
+use crate::nodes::Registry;
+use crate::policy::Policy;
+use crate::run::{Counts, RunSummary, StopCondition};
+
+/// The tables a run directory holds.
+pub const TABLES: [&str; 5] = [
+    "promoted_tags",
+    "promoted_edges",
+    "quarantine",
+    "abstained",
+    "rejects",
+];
+
+/// Why a merge did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    /// The runs given are not one complete, matching run per shard.
+    #[error("merge refused: {message}")]
+    Refused {
+        /// What is wrong, naming the shard and run.
+        message: String,
+    },
+    /// The target staging directory failed (including: locked).
+    #[error(transparent)]
+    Staging(#[from] tomlite_staging::Error),
+    /// A shard's file cannot be read.
+    #[error("cannot read {}: {message}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// The merged report cannot be built.
+    #[error(transparent)]
+    Report(#[from] crate::report::ReportError),
+}
+
+fn refused(message: impl Into<String>) -> MergeError {
+    MergeError::Refused {
+        message: message.into(),
+    }
+}
+
+struct ShardRun {
+    dir: PathBuf,
+    run_id: String,
+    index: u32,
+    count: u32,
+    receipt: Value,
+    receipt_sha256: String,
+}
+
+fn read_shard(dir: &Path) -> Result<ShardRun, MergeError> {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if name.starts_with(tomlite_staging::TMP_PREFIX) {
+        return Err(refused(format!(
+            "{} is an unfinished run (a temporary directory): run that shard again",
+            dir.display()
+        )));
+    }
+    let path = dir.join("receipt.json");
+    let bytes = std::fs::read(&path).map_err(|e| {
+        refused(format!(
+            "{} is not a committed run: cannot read its receipt.json ({e})",
+            dir.display()
+        ))
+    })?;
+    let receipt: Value = serde_json::from_slice(&bytes).map_err(|e| MergeError::Read {
+        path: path.clone(),
+        message: e.to_string(),
+    })?;
+    let run_id = receipt["run_id"].as_str().unwrap_or_default().to_string();
+    let shard = &receipt["shard"];
+    let (Some(index), Some(count)) = (shard["index"].as_u64(), shard["count"].as_u64()) else {
+        return Err(refused(format!(
+            "run {run_id} ({}) was not run with --shard K/N",
+            dir.display()
+        )));
+    };
+    // Committed means: its staging directory's state lists it.
+    let root = dir
+        .parent()
+        .and_then(Path::parent)
+        .ok_or_else(|| refused(format!("{} is not inside <staging>/runs/", dir.display())))?;
+    let state = State::load(&root.join("state"))?;
+    if !state.runs().contains(&run_id) {
+        return Err(refused(format!(
+            "shard {index} run {run_id} is not committed in {} (a killed run: run the shard again, which recovers it)",
+            root.display()
+        )));
+    }
+    if receipt["stop_condition"] != "input_exhausted" {
+        return Err(refused(format!(
+            "shard {index} run {run_id} is partial (stop_condition {}): run the shard again until it completes",
+            receipt["stop_condition"]
+        )));
+    }
+    Ok(ShardRun {
+        dir: dir.to_path_buf(),
+        run_id,
+        index: index as u32,
+        count: count as u32,
+        receipt,
+        receipt_sha256: crate::sha256_bytes(&bytes),
+    })
+}
+
+/// What must be equal across shards, with a name for the refusal.
+fn identity(r: &Value) -> [(&'static str, Value); 4] {
+    let inputs: Vec<Value> = r["inputs"]
+        .as_array()
+        .map(|a| a.iter().map(|i| i["sha256"].clone()).collect())
+        .unwrap_or_default();
+    [
+        ("inputs (sha256)", Value::Array(inputs)),
+        ("policy", r["policy_sha256"].clone()),
+        ("annotator", r["annotator"]["sha256"].clone()),
+        ("node registry", r["nodes"]["sha256"].clone()),
+    ]
+}
+
+/// Checks the runs and returns them ordered by shard index.
+fn check(runs: &[PathBuf]) -> Result<Vec<ShardRun>, MergeError> {
+    let mut shards: Vec<ShardRun> = runs
+        .iter()
+        .map(|d| read_shard(d))
+        .collect::<Result<_, _>>()?;
+    shards.sort_by_key(|s| s.index);
+    let count = shards[0].count;
+    if let Some(s) = shards.iter().find(|s| s.count != count) {
+        return Err(refused(format!(
+            "run {} is shard {}/{} but run {} is shard {}/{}",
+            s.run_id, s.index, s.count, shards[0].run_id, shards[0].index, count
+        )));
+    }
+    for w in shards.windows(2) {
+        if w[0].index == w[1].index {
+            return Err(refused(format!(
+                "shard {} given twice: runs {} and {}",
+                w[0].index, w[0].run_id, w[1].run_id
+            )));
+        }
+    }
+    let missing: Vec<String> = (0..count)
+        .filter(|k| !shards.iter().any(|s| s.index == *k))
+        .map(|k| k.to_string())
+        .collect();
+    if !missing.is_empty() {
+        return Err(refused(format!(
+            "shard(s) {} of {count} missing",
+            missing.join(", ")
+        )));
+    }
+    let first = identity(&shards[0].receipt);
+    for s in &shards[1..] {
+        for ((what, a), (_, b)) in first.iter().zip(identity(&s.receipt)) {
+            if *a != b {
+                return Err(refused(format!(
+                    "shard {} (run {}) ran on other {what} than shard 0 (run {}): {b} vs {a}",
+                    s.index, s.run_id, shards[0].run_id
+                )));
+            }
+        }
+    }
+    Ok(shards)
+}
+
+/// Replaces the `run_id` column of a batch with `run_id`.
+fn with_run_id(batch: RecordBatch, run_id: &str) -> Result<RecordBatch, arrow_schema::ArrowError> {
+    let schema = batch.schema();
+    let Ok(ix) = schema.index_of("run_id") else {
+        return Ok(batch);
+    };
+    let mut cols: Vec<ArrayRef> = batch.columns().to_vec();
+    cols[ix] = Arc::new(StringArray::from(vec![run_id; batch.num_rows()]));
+    RecordBatch::try_new(schema, cols)
+}
+
+fn add_counts(total: &mut Value, part: &Value) {
+    if let (Value::Object(t), Value::Object(p)) = (total, part) {
+        for (k, v) in p {
+            let sum = t.get(k).and_then(Value::as_u64).unwrap_or(0) + v.as_u64().unwrap_or(0);
+            t.insert(k.clone(), json!(sum));
+        }
+    }
+}
+
+/// Merges one complete run per shard into a new committed run in `staging`.
+/// `policy`: the policy the shards ran with (its sha256 must match theirs);
+/// `registry`: their node registry, for the report's edge details.
+pub fn merge(
+    runs: &[PathBuf],
+    staging: &Path,
+    policy: &Policy,
+    registry: Option<&Registry>,
+) -> Result<RunSummary, MergeError> {
+    if runs.is_empty() {
+        return Err(refused("no shard runs given"));
+    }
+    let shards = check(runs)?;
+    let ran_with = shards[0].receipt["policy_sha256"]
+        .as_str()
+        .unwrap_or_default();
+    if ran_with != policy.sha256() {
+        return Err(refused(format!(
+            "the shards ran with policy {ran_with}, not {}: pass --policy with the shards' policy",
+            policy.sha256()
+        )));
+    }
+    let started = chrono::Utc::now();
+    let clock = std::time::Instant::now();
+    let out = StagingDir::open(staging)?;
+    let found = out.recover()?;
+    let recovered = found.describe();
+    let mut state = out.load_state()?;
+    let run_id = crate::run::new_run_id(&out.runs_dir(), started);
+    let mut run = out.begin_run(&run_id)?;
+    let tmp = run.path().to_path_buf();
+    let result = (|| {
+        let events_path = run.path().join("events.jsonl");
+        let ev = |source| MergeError::Read {
+            path: events_path.clone(),
+            message: format!("cannot write events: {source}"),
+        };
+        let command = std::env::args().collect::<Vec<_>>().join(" ");
+        let mut events = EventLog::open(&events_path, &run_id, &command).map_err(ev)?;
+        events
+            .emit(Event {
+                phase: "start",
+                current_artifact: Some(run.path()),
+                counts: json!({"shards": shards.len()}),
+                paths: shards.iter().map(|s| s.dir.display().to_string()).collect(),
+                next_step: "copy every shard's tables into the merged run",
+                stop_condition: "every shard copied",
+                ..Default::default()
+            })
+            .map_err(ev)?;
+        let mut paths = Vec::new();
+        for name in TABLES {
+            let mut writer = None;
+            for s in &shards {
+                let path = s.dir.join(format!("{name}.parquet"));
+                let read_err = |message: String| MergeError::Read {
+                    path: path.clone(),
+                    message,
+                };
+                let file = std::fs::File::open(&path).map_err(|e| read_err(e.to_string()))?;
+                let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+                    .map_err(|e| read_err(e.to_string()))?;
+                let schema = reader.schema().clone();
+                let w = match &mut writer {
+                    Some(w) => w,
+                    None => writer.insert(run.table(name, schema)?),
+                };
+                for batch in reader.build().map_err(|e| read_err(e.to_string()))? {
+                    let batch = batch
+                        .and_then(|b| with_run_id(b, &run_id))
+                        .map_err(|e| read_err(e.to_string()))?;
+                    w.write(&batch)?;
+                }
+            }
+            if let Some(w) = writer {
+                paths.push(w.close()?.display().to_string());
+            }
+        }
+        // Counts, reasons and lists: the shards' sums and concatenations.
+        let mut counts = json!({});
+        let mut reasons = json!({});
+        let mut skipped = json!({});
+        let (mut links, mut failed, mut poison) = (Vec::new(), Vec::new(), Vec::new());
+        let mut retries = 0;
+        for s in &shards {
+            let r = &s.receipt;
+            add_counts(&mut counts, &r["counts"]);
+            add_counts(&mut reasons, &r["reasons"]);
+            add_counts(&mut skipped, &r["skipped_from_runs"]);
+            for (list, key) in [
+                (&mut links, "memory_links"),
+                (&mut failed, "failed"),
+                (&mut poison, "poison"),
+            ] {
+                list.extend(r[key].as_array().into_iter().flatten().cloned());
+                list.truncate(100);
+            }
+            retries += r["retries_used"].as_u64().unwrap_or(0);
+        }
+        let first = &shards[0].receipt;
+        let receipt = json!({
+            "run_id": run_id,
+            "status": "committed",
+            "started_at": started.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            "finished_at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            "duration_seconds": clock.elapsed().as_secs_f64(),
+            "inputs": first["inputs"],
+            "annotator": {"id": first["annotator"]["id"], "sha256": first["annotator"]["sha256"],
+                "stats": shards.iter().map(|s| s.receipt["annotator"]["stats"].clone()).collect::<Vec<_>>()},
+            "nodes": first["nodes"],
+            "policy_sha256": first["policy_sha256"],
+            "policy_source": first["policy_source"],
+            "full": first["full"],
+            "merged_from": shards.iter().map(|s| json!({
+                "shard": s.index, "count": s.count, "run_id": s.run_id,
+                "run_dir": s.dir.display().to_string(), "receipt_sha256": s.receipt_sha256,
+                "duration_seconds": s.receipt["duration_seconds"],
+            })).collect::<Vec<_>>(),
+            "counts": counts,
+            "reasons": reasons,
+            "memory_links": links,
+            "failed": failed,
+            "poison": poison,
+            "skipped_from_runs": skipped,
+            "attempts": 1,
+            "retries_used": retries,
+            "recovered": recovered,
+            "stop_condition": "input_exhausted",
+            "resumable": false,
+        });
+        run.write_json("receipt.json", &receipt)?;
+        let previous = out
+            .latest()?
+            .and_then(|id| std::fs::read(out.runs_dir().join(id).join("receipt.json")).ok())
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        let data = crate::report::data(&crate::report::ReportInput {
+            dir: run.path(),
+            receipt: &receipt,
+            previous,
+            policy,
+            registry,
+        })?;
+        run.write_file("report.html", crate::report::html(&data).as_bytes())?;
+        run.write_file("report.md", crate::report::markdown(&data).as_bytes())?;
+        // The state: every shard's, this night's rows credited to the merged run.
+        for s in &shards {
+            let root = s
+                .dir
+                .parent()
+                .and_then(Path::parent)
+                .unwrap_or(Path::new("."));
+            let shard_state = State::load(&root.join("state"))?;
+            for row in shard_state.rows() {
+                let run_id = if row.run_id == s.run_id {
+                    run_id.as_str()
+                } else {
+                    row.run_id
+                };
+                state.upsert(StateRow { run_id, ..row });
+            }
+        }
+        events
+            .emit(Event {
+                phase: "commit",
+                current_artifact: Some(run.path()),
+                counts: counts.clone(),
+                paths,
+                next_step: "rename the run directory, then replace state and LATEST",
+                stop_condition: "LATEST names this run",
+                ..Default::default()
+            })
+            .map_err(ev)?;
+        let counts: Counts = serde_json::from_value(counts).map_err(|e| MergeError::Read {
+            path: shards[0].dir.join("receipt.json"),
+            message: format!("counts: {e}"),
+        })?;
+        let reasons: BTreeMap<String, u64> = serde_json::from_value(reasons).unwrap_or_default();
+        let skipped: BTreeMap<String, u64> = serde_json::from_value(skipped).unwrap_or_default();
+        Ok((counts, reasons, skipped, retries, recovered))
+    })();
+    let (counts, reasons, skipped, retries, recovered) = match result {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(e);
+        }
+    };
+    let run_dir = run.commit(&mut state, out.retry())?;
+    Ok(RunSummary {
+        run_id,
+        run_dir,
+        counts,
+        reasons,
+        skipped_from: skipped.into_keys().collect(),
+        recovered,
+        stop_condition: StopCondition::InputExhausted,
+        retries_used: u32::try_from(retries).unwrap_or(u32::MAX),
+    })
+}
