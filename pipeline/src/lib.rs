@@ -48,6 +48,7 @@ pub mod report;
 pub mod run;
 pub mod segment;
 pub mod tables;
+pub mod verdict;
 pub mod vocab;
 
 use std::io::Read;
