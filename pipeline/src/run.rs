@@ -382,6 +382,18 @@ pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary,
         ctx.reject(&r, "annotations")?;
         ctx.counts.annotation_rejects += 1;
     }
+    // The annotator's own counts (e.g. the parse classes of raw output).
+    if let Some(counts) = annotator.status_counts() {
+        events
+            .emit(Event {
+                phase: "annotations_parsed",
+                counts,
+                next_step: "write tables",
+                stop_condition: "every annotation read",
+                ..Default::default()
+            })
+            .map_err(ev_err(&events_path))?;
+    }
 
     events.started("write tables");
     let Ctx {

@@ -282,6 +282,11 @@ pub fn parse(raw: &str) -> Verdict {
             "an annotation object starts at byte {open} but never closes (truncated JSON?)"
         ));
     }
+    if errors.len() > 8 {
+        let more = errors.len() - 8;
+        errors.truncate(8);
+        errors.push(format!("{more} more"));
+    }
     let error = if errors.is_empty() {
         format!(
             "no annotation object and no known escape shape in {} bytes of text",
@@ -331,6 +336,43 @@ pub fn anchor_quotes(a: &mut Annotation, text: &str) -> usize {
     n
 }
 
+/// Problems of an annotation against its record's text: every quote that
+/// is not verbatim at its offsets, and every field that had the wrong type.
+pub fn problems(a: &Annotation, text: Option<&str>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut quote = |what: String, q: &crate::annotation::Quote| {
+        if let Some(text) = text
+            && !q.is_absent()
+            && !q.is_verbatim(text)
+        {
+            out.push(match q.text.as_deref() {
+                Some(t) if !t.is_empty() && !text.contains(t) => {
+                    format!("{what}.source_quote: not in the record text")
+                }
+                _ => format!("{what}.source_quote: not verbatim at its offsets"),
+            });
+        }
+    };
+    for (i, t) in a.tags.iter().enumerate() {
+        quote(format!("tags[{i}]"), &t.quote);
+    }
+    for (i, e) in a.edges.iter().enumerate() {
+        quote(format!("edges[{i}]"), &e.quote);
+    }
+    for (i, t) in a.tags.iter().enumerate() {
+        out.extend(t.problems.iter().map(|p| format!("tags[{i}].{p}")));
+    }
+    for (i, e) in a.edges.iter().enumerate() {
+        out.extend(e.problems.iter().map(|p| format!("edges[{i}].{p}")));
+    }
+    for (key, xs) in [("affect", &a.affect), ("intensity", &a.intensity)] {
+        for x in xs {
+            out.extend(x.problems.iter().map(|p| format!("{key}.{p}")));
+        }
+    }
+    out
+}
+
 /// A balanced `{…}` span of the text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Span {
@@ -340,9 +382,13 @@ struct Span {
     flagged: bool,
 }
 
+/// Open objects tracked at once; deeper (older) ones are forgotten, as the
+/// JSON parser would refuse such nesting anyway.
+const MAX_OPEN: usize = 1024;
+
 #[derive(Debug, Default)]
 struct Scan {
-    /// Closed spans, in the order they close.
+    /// Closed flagged spans, in the order they close.
     spans: Vec<Span>,
     /// Starts of flagged objects that never close.
     unclosed_flagged: Vec<usize>,
@@ -353,7 +399,7 @@ struct Scan {
 /// quotes are prose and ignored; a line break ends a string.
 fn scan_objects(text: &[u8], quotes: &[u8]) -> Scan {
     let mut scan = Scan::default();
-    let mut stack: Vec<(usize, bool)> = Vec::new();
+    let mut stack: std::collections::VecDeque<(usize, bool)> = std::collections::VecDeque::new();
     let mut string: Option<(u8, usize)> = None;
     let mut escaped = false;
     let mut i = 0;
@@ -369,7 +415,7 @@ fn scan_objects(text: &[u8], quotes: &[u8]) -> Scan {
             } else if b == q {
                 string = None;
                 // A key of the innermost object?
-                if let Some(top) = stack.last_mut()
+                if let Some(top) = stack.back_mut()
                     && !top.1
                     && ANNOTATION_KEYS
                         .iter()
@@ -383,9 +429,18 @@ fn scan_objects(text: &[u8], quotes: &[u8]) -> Scan {
             continue;
         }
         match b {
-            b'{' => stack.push((i, false)),
+            b'{' => {
+                if stack.len() == MAX_OPEN
+                    && let Some((start, true)) = stack.pop_front()
+                {
+                    scan.unclosed_flagged.push(start);
+                }
+                stack.push_back((i, false));
+            }
             b'}' => {
-                if let Some((start, flagged)) = stack.pop() {
+                if let Some((start, flagged)) = stack.pop_back()
+                    && flagged
+                {
                     scan.spans.push(Span {
                         start,
                         end: i + 1,
@@ -398,7 +453,8 @@ fn scan_objects(text: &[u8], quotes: &[u8]) -> Scan {
         }
         i += 1;
     }
-    scan.unclosed_flagged = stack.into_iter().filter(|s| s.1).map(|s| s.0).collect();
+    scan.unclosed_flagged
+        .extend(stack.into_iter().filter(|s| s.1).map(|s| s.0));
     scan
 }
 
@@ -971,6 +1027,17 @@ mod tests {
             .unwrap();
         assert_eq!(anchor_quotes(&mut b, "I will run a marathon."), 0);
         assert_eq!(b.tags[0].quote.start, None);
+    }
+
+    #[test]
+    fn ten_megabytes_of_adversarial_braces_stay_bounded() {
+        for unit in ["{", "{\"tags\":1}", "{\"tags\": \"}\" ", "} { \" "] {
+            let text = unit.repeat(10_000_000 / unit.len());
+            let t = std::time::Instant::now();
+            let v = parse(&text);
+            assert_eq!(v.class, ParseClass::Anomaly, "{unit}");
+            assert!(t.elapsed().as_secs() < 20, "{unit}: {:?}", t.elapsed());
+        }
     }
 
     #[test]
