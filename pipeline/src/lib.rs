@@ -32,6 +32,7 @@
 
 pub mod annotation;
 pub mod classifier;
+pub mod contract;
 pub mod curate;
 pub mod decide;
 pub mod edge_model;

@@ -64,6 +64,27 @@ enum Command {
     Curate(CurateCommand),
     /// Read one raw annotator output on stdin; print its canonical annotation and parse class.
     ParseAnnotation(ParseAnnotationArgs),
+    /// Subagent contracts: lint them, or print their JSON Schema.
+    #[command(subcommand)]
+    Contract(ContractCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum ContractCommand {
+    /// Check contract YAML files against the seed's lint rules; exit 1 on any error.
+    Lint(ContractLintArgs),
+    /// Print the JSON Schema of a subagent contract.
+    Schema,
+}
+
+#[derive(Debug, Args)]
+struct ContractLintArgs {
+    /// Contract files (YAML).
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Print JSON for machines.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -317,6 +338,14 @@ fn main() -> ExitCode {
         Command::Curate(CurateCommand::Apply(args)) => cmd_curate_apply(args),
         Command::Curate(CurateCommand::Status(args)) => cmd_curate_status(args),
         Command::ParseAnnotation(args) => cmd_parse_annotation(args),
+        Command::Contract(ContractCommand::Lint(args)) => cmd_contract_lint(args),
+        Command::Contract(ContractCommand::Schema) => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&tomlite::contract::schema()).unwrap_or_default()
+            );
+            Ok(())
+        }
     };
     match result {
         Ok(()) => ExitStatus::Success.into(),
@@ -577,6 +606,54 @@ fn print_summary(s: &RunSummary) {
         );
     }
     println!("  run dir     {}", s.run_dir.display());
+}
+
+fn cmd_contract_lint(args: ContractLintArgs) -> Result<(), Failure> {
+    use tomlite::contract::Severity;
+    let mut all = Vec::new();
+    for f in &args.files {
+        all.extend(tomlite::contract::lint_file(f));
+    }
+    let errors = all.iter().filter(|f| f.severity == Severity::Error).count();
+    let warnings = all.len() - errors;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "files": args.files.len(),
+                "errors": errors,
+                "warnings": warnings,
+                "findings": all,
+            }))
+            .unwrap_or_default()
+        );
+    } else {
+        for f in &all {
+            let sev = match f.severity {
+                Severity::Error => "error",
+                Severity::Warning => "warning",
+            };
+            println!(
+                "{}: {sev}[{}] {}: {}",
+                f.file,
+                f.rule.id(),
+                f.path,
+                f.message
+            );
+        }
+        println!(
+            "tomlite contract lint: {} files, {errors} errors, {warnings} warnings",
+            args.files.len()
+        );
+    }
+    if errors == 0 {
+        Ok(())
+    } else {
+        Err(Failure {
+            status: ExitStatus::Failed,
+            error: anyhow::anyhow!("{errors} contract lint errors"),
+        })
+    }
 }
 
 fn cmd_parse_annotation(args: ParseAnnotationArgs) -> Result<(), Failure> {
