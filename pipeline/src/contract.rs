@@ -8,8 +8,12 @@
 //!
 //! Conventions the rules rely on, where the seed leaves the key open:
 //! - a contract is persona-attached when `persona_attached: true` or `kind: persona`;
-//! - a DAG node spends (model/API calls) when `spends: true` or its `kind`
-//!   contains `generat`, `llm`, `prompt`, `model`, `api` or `classif`; its
+//! - memory access is a `memory.*` tool, an allowed endpoint, an allowed or
+//!   preferred collection or recall profile, or an allowed write (a
+//!   `memory_policy` that only denies grants none);
+//! - a DAG node spends (model/API calls) when `spends: true`, or, with no
+//!   `spends` key, when its `kind` contains `generat`, `llm`, `prompt`,
+//!   `model`, `api` or `classif`; its
 //!   preflight packet is `prompt_preflight` on the node, in `dag_spec` or at
 //!   the top level;
 //! - an autonomous loop is `dag_spec.mode: bounded_loop` or any `loop_policy`
@@ -484,10 +488,13 @@ impl Linter<'_> {
                 );
             }
             let nk = get(n, "kind").and_then(Value::as_str).unwrap_or("");
-            let spends = is_true(get(n, "spends"))
-                || ["generat", "llm", "prompt", "model", "api", "classif"]
+            // An explicit `spends:` decides; else the node's kind does.
+            let spends = match get(n, "spends") {
+                Some(v) => is_true(Some(v)),
+                None => ["generat", "llm", "prompt", "model", "api", "classif"]
                     .iter()
-                    .any(|w| nk.contains(w));
+                    .any(|w| nk.contains(w)),
+            };
             if spends {
                 let (pf, pf_path) = match get(n, "prompt_preflight") {
                     Some(pf) => (Some(pf), join(&p, "prompt_preflight")),
@@ -726,13 +733,23 @@ impl Linter<'_> {
             .into_iter()
             .filter(|t| t.starts_with("memory."))
             .collect();
-        let mp = get(c, "memory_policy");
-        let declared = mp.is_some_and(|m| nonempty(Some(m)));
-        if !declared && tool_memory.is_empty() {
-            return; // no memory access
-        }
-        let mp = mp.unwrap_or(&Value::Null);
+        let mp = get(c, "memory_policy").unwrap_or(&Value::Null);
         let endpoints = strings(get(mp, "allowed_endpoints"));
+        let allowed: Vec<(String, &str)> = tool_memory
+            .iter()
+            .map(|t| ("tool_policy.allowed".to_string(), *t))
+            .collect();
+        // Access: a memory tool, an allowed endpoint, a collection or profile to
+        // use, or an allowed write. A policy that only denies grants none.
+        let access = !tool_memory.is_empty()
+            || !endpoints.is_empty()
+            || ["allowed_collections", "preferred_collections", "allowed_recall_profiles"]
+                .iter()
+                .any(|k| nonempty(get(mp, k)))
+            || memory_writes_allowed(mp, &allowed);
+        if !access {
+            return;
+        }
         if endpoints.is_empty() {
             self.add(
                 "memory_policy.allowed_endpoints",
@@ -756,10 +773,6 @@ impl Linter<'_> {
                 "memory recall names no allowed_collections, preferred_collections or allowed_recall_profiles".into(),
             );
         }
-        let allowed: Vec<(String, &str)> = tool_memory
-            .iter()
-            .map(|t| ("tool_policy.allowed".to_string(), *t))
-            .collect();
         if memory_writes_allowed(mp, &allowed)
             && !is_true(at(mp, &["write_policy", "require_verified_receipt"]))
         {
@@ -781,7 +794,9 @@ impl Linter<'_> {
                 "a persona-attached subagent must declare persona_memory_policy".into(),
             );
         }
-        let Some(pmp) = pmp else { return };
+        let Some(pmp) = pmp.filter(|p| attached || nonempty(Some(p))) else {
+            return;
+        };
         let tl = get(pmp, "tom_lite");
         if attached || tl.is_some() {
             let tl = tl.unwrap_or(&Value::Null);
