@@ -743,9 +743,13 @@ impl Linter<'_> {
         // use, or an allowed write. A policy that only denies grants none.
         let access = !tool_memory.is_empty()
             || !endpoints.is_empty()
-            || ["allowed_collections", "preferred_collections", "allowed_recall_profiles"]
-                .iter()
-                .any(|k| nonempty(get(mp, k)))
+            || [
+                "allowed_collections",
+                "preferred_collections",
+                "allowed_recall_profiles",
+            ]
+            .iter()
+            .any(|k| nonempty(get(mp, k)))
             || memory_writes_allowed(mp, &allowed);
         if !access {
             return;

@@ -3,6 +3,7 @@
 
 mod classifier;
 mod common;
+mod contract;
 mod curate;
 mod decisions;
 mod edges;
@@ -10,3 +11,4 @@ mod ingest;
 mod policy;
 mod sample;
 mod staging;
+mod verdict;
