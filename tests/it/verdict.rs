@@ -299,7 +299,8 @@ fn raw_annotations_go_through_the_same_validator_and_anomalies_are_quarantined()
     assert_eq!(reasons(bad[0]), ["unparseable_annotation"]);
     let detail = bad[0]["detail"].as_str().unwrap();
     assert!(
-        detail.contains("line 6 (record r-bad-line): field `raw`: expected a string, found a number"),
+        detail
+            .contains("line 6 (record r-bad-line): field `raw`: expected a string, found a number"),
         "{detail}"
     );
     // No line at all: abstained, as with --annotations.
