@@ -556,7 +556,11 @@ impl FileAnnotator {
                 problem(
                     None,
                     "record_id",
-                    "annotation line has no readable record_id".into(),
+                    if over {
+                        format!("annotation line longer than {cap} bytes with no record_id in them")
+                    } else {
+                        "annotation line has no readable record_id".into()
+                    },
                 );
                 continue;
             };

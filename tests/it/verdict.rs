@@ -391,3 +391,37 @@ fn a_raw_annotation_naming_another_record_is_quarantined() {
         1
     );
 }
+
+#[test]
+fn a_raw_line_over_16_mib_is_quarantined_with_its_start_kept() {
+    let env = Env::new();
+    env.jsonl("records.jsonl", &[record("big", "Keep answers short.")]);
+    // record_id first: it is found in the part of the line that is read.
+    let raw = "x".repeat(17 << 20);
+    env.write(
+        "raw.jsonl",
+        format!("{{\"record_id\": \"big\", \"raw\": \"{raw}\"}}\n"),
+    );
+    env.run(&[
+        "--input",
+        "records.jsonl",
+        "--raw-annotations",
+        "raw.jsonl",
+        "--staging",
+        "staging",
+    ])
+    .ok();
+    let q = env.table("quarantine");
+    assert_eq!(reasons(&q[0]), ["unparseable_annotation"]);
+    assert_eq!(q[0]["raw_annotation"].as_str().unwrap().len(), 64 << 10);
+    assert!(
+        q[0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("longer than 16777216 bytes")
+    );
+    assert_eq!(
+        env.receipt()["annotator"]["stats"]["raw_annotations"]["invalid_lines"],
+        1
+    );
+}
