@@ -17,6 +17,7 @@ use sha2::{Digest as _, Sha256};
 use tomlite_staging::Digest;
 
 use crate::record::{Record, Reject, json_type, read_line_capped, sniff_record_id, truncate};
+use crate::verdict::{EscapeShape, ParseClass};
 
 /// A label with its confidence (a record's affect or intensity).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -192,6 +193,12 @@ pub trait Annotator {
     /// What the annotator did (tokens, truncations, ...), for the receipt.
     fn stats(&self) -> serde_json::Value {
         serde_json::Value::Null
+    }
+
+    /// Counts worth one status event once every input is read (the parse
+    /// classes of raw output); `None` when the annotator has none.
+    fn status_counts(&self) -> Option<serde_json::Value> {
+        None
     }
 }
 
@@ -397,10 +404,62 @@ struct Slot {
     len: u32,
     line: u64,
     used: bool,
+    /// The line is longer than the cap: only its first `len` bytes are read.
+    over: bool,
+}
+
+/// What the lines of a [`FileAnnotator`] hold.
+#[derive(Debug)]
+enum Lines {
+    /// Annotation objects (`--annotations`).
+    Annotations,
+    /// `{record_id, annotator, raw}` envelopes of raw output (`--raw-annotations`).
+    Raw(RawStats),
+}
+
+/// What the verdict parser made of the raw lines of one run.
+#[derive(Debug, Default, Clone)]
+struct RawStats {
+    classes: std::collections::BTreeMap<&'static str, u64>,
+    shapes: std::collections::BTreeMap<&'static str, u64>,
+    invalid_lines: u64,
+    record_id_mismatches: u64,
+    quotes_anchored: u64,
+}
+
+impl RawStats {
+    fn new() -> Self {
+        Self {
+            classes: ParseClass::ALL.iter().map(|c| (c.as_str(), 0)).collect(),
+            shapes: EscapeShape::ALL.iter().map(|s| (s.as_str(), 0)).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn to_json(&self, lines: usize) -> Value {
+        serde_json::json!({
+            "lines": lines,
+            "parse_classes": self.classes,
+            "escape_shapes": self.shapes,
+            "invalid_lines": self.invalid_lines,
+            "record_id_mismatches": self.record_id_mismatches,
+            "quotes_anchored": self.quotes_anchored,
+        })
+    }
+}
+
+/// A line read back for a record.
+#[derive(Debug, Clone)]
+struct LineOf {
+    text: String,
+    line: u64,
+    over: bool,
 }
 
 /// Annotations from a JSONL file (`--annotations`), one object per record
-/// keyed by `record_id`.
+/// keyed by `record_id`; or, opened with [`FileAnnotator::open_raw`], raw
+/// annotator output (`--raw-annotations`) read by the [verdict
+/// parser](crate::verdict).
 ///
 /// The file is indexed once (record id → byte offset, a few dozen bytes a
 /// record) and each record's line is read when the record comes, so memory
@@ -412,16 +471,39 @@ pub struct FileAnnotator {
     sha256: String,
     index: HashMap<Box<str>, Slot>,
     problems: Vec<Reject>,
-    cache: Option<(String, String)>,
+    cache: Option<(String, LineOf)>,
+    lines: Lines,
 }
 
 /// Longest annotation line kept (longer lines are reported, not read).
 const MAX_LINE: usize = 4 << 20;
 
+/// Longest raw-annotation line read whole; of a longer one the first
+/// [`RAW_PREFIX_KEPT`] bytes are kept and its record is quarantined.
+pub const MAX_RAW_LINE: usize = 16 << 20;
+
+/// Bytes kept of a raw-annotation line longer than [`MAX_RAW_LINE`].
+pub const RAW_PREFIX_KEPT: usize = 64 << 10;
+
 impl FileAnnotator {
     /// Indexes the file. Lines with no readable `record_id` and earlier
-    /// duplicates are reported through [`FileAnnotator::take_problems`].
+    /// duplicates are reported through [`Annotator::input_problems`].
     pub fn open(path: &Path) -> Result<Self, AnnotateError> {
+        Self::open_as(path, Lines::Annotations)
+    }
+
+    /// Indexes a file of raw annotator output: JSONL lines
+    /// `{"record_id": "...", "annotator": "...", "raw": "<the output as returned>"}`.
+    /// Each record's `raw` goes through [`crate::verdict::parse`]; an
+    /// `ANOMALY` (or a line without a string `raw`) is quarantined with
+    /// `unparseable_annotation` and its raw text kept.
+    pub fn open_raw(path: &Path) -> Result<Self, AnnotateError> {
+        Self::open_as(path, Lines::Raw(RawStats::new()))
+    }
+
+    fn open_as(path: &Path, lines: Lines) -> Result<Self, AnnotateError> {
+        let raw_mode = matches!(lines, Lines::Raw(_));
+        let cap = if raw_mode { MAX_RAW_LINE } else { MAX_LINE };
         let io = |source| AnnotateError::Io {
             path: path.to_path_buf(),
             source,
@@ -440,7 +522,7 @@ impl FileAnnotator {
         }
         loop {
             let start = offset;
-            let Some(read) = read_line_capped(&mut reader, &mut buf, MAX_LINE).map_err(io)? else {
+            let Some(read) = read_line_capped(&mut reader, &mut buf, cap).map_err(io)? else {
                 break;
             };
             let over = read.over;
@@ -458,7 +540,7 @@ impl FileAnnotator {
                     error,
                 })
             };
-            if over {
+            if over && !raw_mode {
                 problem(
                     sniff_record_id(&buf, "record_id"),
                     "record_id",
@@ -467,22 +549,31 @@ impl FileAnnotator {
                 continue;
             }
             let id = match serde_json::from_slice::<Key>(&buf) {
-                Ok(k) => Some(k.record_id.into_owned()),
-                Err(_) => sniff_record_id(&buf, "record_id"),
+                Ok(k) if !over => Some(k.record_id.into_owned()),
+                _ => sniff_record_id(&buf, "record_id"),
             };
             let Some(id) = id.filter(|s| !s.is_empty()) else {
                 problem(
                     None,
                     "record_id",
-                    "annotation line has no readable record_id".into(),
+                    if over {
+                        format!("annotation line longer than {cap} bytes with no record_id in them")
+                    } else {
+                        "annotation line has no readable record_id".into()
+                    },
                 );
                 continue;
             };
             let slot = Slot {
                 offset: start,
-                len: buf.len() as u32,
+                len: if over {
+                    RAW_PREFIX_KEPT.min(buf.len()) as u32
+                } else {
+                    buf.len() as u32
+                },
                 line,
                 used: false,
+                over,
             };
             if let Some(prev) = index.insert(id.clone().into(), slot) {
                 problem(
@@ -504,6 +595,7 @@ impl FileAnnotator {
             index,
             problems,
             cache: None,
+            lines,
         })
     }
 
@@ -534,7 +626,7 @@ impl FileAnnotator {
         self.index.is_empty()
     }
 
-    fn line_for(&mut self, record_id: &str) -> Result<Option<String>, AnnotateError> {
+    fn line_for(&mut self, record_id: &str) -> Result<Option<LineOf>, AnnotateError> {
         if let Some((id, line)) = &self.cache
             && id == record_id
         {
@@ -551,16 +643,117 @@ impl FileAnnotator {
                 path: self.path.clone(),
                 source,
             })?;
-        let line = String::from_utf8_lossy(&buf).into_owned();
+        let line = LineOf {
+            text: String::from_utf8_lossy(&buf).into_owned(),
+            line: slot.line,
+            over: slot.over,
+        };
         self.cache = Some((record_id.to_string(), line.clone()));
         Ok(Some(line))
+    }
+
+    /// Reads one raw-annotation line for `record` through the verdict parser.
+    fn parse_raw(&mut self, record: &Record, l: &LineOf) -> Annotated {
+        let Lines::Raw(stats) = &mut self.lines else {
+            return parse_line(&l.text);
+        };
+        let at = format!(
+            "{} line {} (record {})",
+            self.path.display(),
+            l.line,
+            record.id
+        );
+        let mut invalid = |raw: &str, error: String| {
+            stats.invalid_lines += 1;
+            Annotated::Unparseable {
+                raw: raw.to_string(),
+                error,
+            }
+        };
+        if l.over {
+            return invalid(
+                &l.text,
+                format!(
+                    "{at}: longer than {MAX_RAW_LINE} bytes; only its first {} bytes are kept as raw",
+                    l.text.len()
+                ),
+            );
+        }
+        let envelope = match serde_json::from_str::<Value>(&l.text) {
+            Ok(Value::Object(m)) => m,
+            Ok(other) => {
+                return invalid(
+                    &l.text,
+                    format!("{at}: expected a JSON object, found {}", json_type(&other)),
+                );
+            }
+            Err(e) => return invalid(&l.text, format!("{at}: malformed JSON: {e}")),
+        };
+        let raw = match envelope.get("raw") {
+            Some(Value::String(s)) => s,
+            None => return invalid(&l.text, format!("{at}: field `raw`: missing")),
+            Some(other) => {
+                return invalid(
+                    &l.text,
+                    format!(
+                        "{at}: field `raw`: expected a string, found {}",
+                        json_type(other)
+                    ),
+                );
+            }
+        };
+        let annotator = match envelope.get("annotator") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(other) => {
+                return invalid(
+                    &l.text,
+                    format!(
+                        "{at}: field `annotator`: expected a string, found {}",
+                        json_type(other)
+                    ),
+                );
+            }
+        };
+        let verdict = crate::verdict::parse(raw);
+        *stats.classes.entry(verdict.class.as_str()).or_default() += 1;
+        if let Some(shape) = verdict.shape {
+            *stats.shapes.entry(shape.as_str()).or_default() += 1;
+        }
+        let Some(mut a) = verdict.annotation else {
+            return Annotated::Unparseable {
+                raw: raw.clone(),
+                error: format!("{at}: ANOMALY: {}", verdict.error.unwrap_or_default()),
+            };
+        };
+        if let Some(Value::String(id)) = verdict.object.as_ref().and_then(|o| o.get("record_id"))
+            && *id != record.id
+        {
+            stats.record_id_mismatches += 1;
+            return Annotated::Unparseable {
+                raw: raw.clone(),
+                error: format!(
+                    "{at}: field `record_id`: the {} annotation names record `{id}`",
+                    verdict.class.as_str()
+                ),
+            };
+        }
+        if a.annotator.is_none() {
+            a.annotator = annotator;
+        }
+        stats.quotes_anchored += crate::verdict::anchor_quotes(&mut a, &record.text) as u64;
+        Annotated::Parsed(a)
     }
 }
 
 impl Annotator for FileAnnotator {
     fn info(&self) -> AnnotatorInfo {
+        let kind = match self.lines {
+            Lines::Annotations => "file",
+            Lines::Raw(_) => "raw",
+        };
         AnnotatorInfo {
-            id: format!("file:{}", self.path.display()),
+            id: format!("{kind}:{}", self.path.display()),
             sha256: self.sha256.clone(),
         }
     }
@@ -568,10 +761,14 @@ impl Annotator for FileAnnotator {
     fn annotation_digest(&mut self, record: &Record) -> Result<Digest, AnnotateError> {
         let line = self.line_for(&record.id)?;
         let mut h = Sha256::new();
+        if let Lines::Raw(_) = self.lines {
+            // What the parser makes of a line is part of the annotation.
+            h.update(b"raw-verdict-v1\0");
+        }
         match line {
             Some(l) => {
                 h.update(b"line\0");
-                h.update(l.as_bytes());
+                h.update(l.text.as_bytes());
             }
             None => h.update(b"missing\0"),
         }
@@ -583,7 +780,10 @@ impl Annotator for FileAnnotator {
         for r in records {
             out.push(match self.line_for(&r.id)? {
                 None => Annotated::Missing,
-                Some(line) => parse_line(&line),
+                Some(line) => match self.lines {
+                    Lines::Annotations => parse_line(&line.text),
+                    Lines::Raw(_) => self.parse_raw(r, &line),
+                },
             });
         }
         Ok(out)
@@ -595,6 +795,20 @@ impl Annotator for FileAnnotator {
 
     fn unused(&self) -> Vec<Reject> {
         self.unused_lines()
+    }
+
+    fn stats(&self) -> Value {
+        match &self.lines {
+            Lines::Annotations => Value::Null,
+            Lines::Raw(s) => serde_json::json!({"raw_annotations": s.to_json(self.index.len())}),
+        }
+    }
+
+    fn status_counts(&self) -> Option<Value> {
+        match &self.lines {
+            Lines::Annotations => None,
+            Lines::Raw(s) => Some(s.to_json(self.index.len())),
+        }
     }
 }
 

@@ -32,6 +32,7 @@
 
 pub mod annotation;
 pub mod classifier;
+pub mod contract;
 pub mod curate;
 pub mod decide;
 pub mod edge_model;
@@ -50,6 +51,7 @@ pub mod report;
 pub mod run;
 pub mod segment;
 pub mod tables;
+pub mod verdict;
 pub mod vocab;
 
 use std::io::Read;

@@ -29,6 +29,8 @@ enum ExitStatus {
     /// The time budget ran out: what was done is committed, the next run
     /// takes the rest.
     Partial = 4,
+    /// `parse-annotation`: the raw output is an `ANOMALY` (no annotation read).
+    Anomaly = 5,
 }
 
 impl From<ExitStatus> for ExitCode {
@@ -65,6 +67,46 @@ enum Command {
     Curate(CurateCommand),
     /// Join complete shard runs (`run --shard K/N`) into one committed run.
     Merge(MergeArgs),
+    /// Read one raw annotator output on stdin; print its canonical annotation and parse class.
+    ParseAnnotation(ParseAnnotationArgs),
+    /// Subagent contracts: lint them, or print their JSON Schema.
+    #[command(subcommand)]
+    Contract(ContractCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum ContractCommand {
+    /// Check contract YAML files against the seed's lint rules; exit 1 on any error.
+    Lint(ContractLintArgs),
+    /// Print the JSON Schema of a subagent contract.
+    Schema,
+}
+
+#[derive(Debug, Args)]
+struct ContractLintArgs {
+    /// Contract files (YAML).
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Print JSON for machines.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct ParseAnnotationArgs {
+    /// The record id to put in the canonical annotation.
+    #[arg(long)]
+    record_id: Option<String>,
+    /// The annotator to name when the output names none.
+    #[arg(long)]
+    annotator: Option<String>,
+    /// A file holding the record's text: quotes without offsets are anchored
+    /// at their first verbatim occurrence, and quotes not in it are reported.
+    #[arg(long)]
+    text: Option<PathBuf>,
+    /// Print only the canonical annotation line (the `--annotations` shape).
+    #[arg(long)]
+    annotation_only: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -253,8 +295,12 @@ struct RunArgs {
     #[arg(long)]
     nodes: Option<PathBuf>,
     /// Annotations made elsewhere (JSONL, one object per record_id).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "raw_annotations")]
     annotations: Option<PathBuf>,
+    /// Raw annotator output made elsewhere (JSONL lines `{record_id, annotator, raw}`),
+    /// read by the verdict parser.
+    #[arg(long)]
+    raw_annotations: Option<PathBuf>,
     /// Staging directory (default: the policy's run.staging).
     #[arg(long)]
     staging: Option<PathBuf>,
@@ -345,6 +391,15 @@ fn main() -> ExitCode {
         Command::Curate(CurateCommand::Apply(args)) => cmd_curate_apply(args),
         Command::Curate(CurateCommand::Status(args)) => cmd_curate_status(args),
         Command::Merge(args) => cmd_merge(args),
+        Command::ParseAnnotation(args) => cmd_parse_annotation(args),
+        Command::Contract(ContractCommand::Lint(args)) => cmd_contract_lint(args),
+        Command::Contract(ContractCommand::Schema) => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&tomlite::contract::schema()).unwrap_or_default()
+            );
+            Ok(())
+        }
     };
     match result {
         Ok(()) => ExitStatus::Success.into(),
@@ -510,13 +565,18 @@ fn cmd_run(args: RunArgs) -> Result<(), Failure> {
         Some(p) => Some((p.clone(), Registry::load(p).map_err(Failure::config)?)),
         None => None,
     };
-    let mut annotator: Box<dyn Annotator> = match &args.annotations {
-        Some(annotations) => Box::new(
+    let mut annotator: Box<dyn Annotator> = match (&args.annotations, &args.raw_annotations) {
+        (Some(annotations), _) => Box::new(
             FileAnnotator::open(annotations)
                 .with_context(|| format!("cannot use --annotations {}", annotations.display()))
                 .map_err(Failure::config)?,
         ),
-        None => {
+        (None, Some(raw)) => Box::new(
+            FileAnnotator::open_raw(raw)
+                .with_context(|| format!("cannot use --raw-annotations {}", raw.display()))
+                .map_err(Failure::config)?,
+        ),
+        (None, None) => {
             let mut clf = args.model.load(&policy)?;
             if let Some((_, registry)) = &nodes {
                 clf.set_registry(registry);
@@ -736,6 +796,126 @@ fn print_summary(s: &RunSummary) {
         );
     }
     println!("  run dir     {}", s.run_dir.display());
+}
+
+fn cmd_contract_lint(args: ContractLintArgs) -> Result<(), Failure> {
+    use tomlite::contract::Severity;
+    let mut all = Vec::new();
+    for f in &args.files {
+        all.extend(tomlite::contract::lint_file(f));
+    }
+    let errors = all.iter().filter(|f| f.severity == Severity::Error).count();
+    let warnings = all.len() - errors;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "files": args.files.len(),
+                "errors": errors,
+                "warnings": warnings,
+                "findings": all,
+            }))
+            .unwrap_or_default()
+        );
+    } else {
+        for f in &all {
+            let sev = match f.severity {
+                Severity::Error => "error",
+                Severity::Warning => "warning",
+            };
+            println!(
+                "{}: {sev}[{}] {}: {}",
+                f.file,
+                f.rule.id(),
+                f.path,
+                f.message
+            );
+        }
+        println!(
+            "tomlite contract lint: {} files, {errors} errors, {warnings} warnings",
+            args.files.len()
+        );
+    }
+    if errors == 0 {
+        Ok(())
+    } else {
+        Err(Failure {
+            status: ExitStatus::Failed,
+            error: anyhow::anyhow!("{errors} contract lint errors"),
+        })
+    }
+}
+
+fn cmd_parse_annotation(args: ParseAnnotationArgs) -> Result<(), Failure> {
+    use std::io::Read as _;
+    let text = match &args.text {
+        Some(p) => Some(
+            std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read --text {}", p.display()))
+                .map_err(Failure::config)?,
+        ),
+        None => None,
+    };
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut bytes)
+        .context("cannot read stdin")
+        .map_err(Failure::config)?;
+    let raw = String::from_utf8_lossy(&bytes);
+    let mut v = tomlite::verdict::parse(&raw);
+    if let std::borrow::Cow::Owned(_) = raw {
+        v.notes
+            .push("stdin is not valid UTF-8: invalid bytes read as U+FFFD".into());
+    }
+    let record_id = args.record_id.clone().or_else(|| {
+        v.object
+            .as_ref()
+            .and_then(|o| o.get("record_id"))
+            .and_then(|r| r.as_str())
+            .map(str::to_string)
+    });
+    let mut problems = Vec::new();
+    let canonical = v.annotation.as_mut().map(|a| {
+        if a.annotator.is_none() {
+            a.annotator = args.annotator.clone();
+        }
+        if let Some(t) = &text {
+            let n = tomlite::verdict::anchor_quotes(a, t);
+            if n > 0 {
+                v.notes
+                    .push(format!("{n} quote(s) anchored in the record text"));
+            }
+        }
+        problems = tomlite::verdict::problems(a, text.as_deref());
+        let mut j = annotation_to_json(record_id.as_deref().unwrap_or_default(), a);
+        if record_id.is_none() {
+            j["record_id"] = serde_json::Value::Null;
+        }
+        j
+    });
+    if args.annotation_only {
+        if let Some(c) = &canonical {
+            println!("{c}");
+        }
+    } else {
+        let out = serde_json::json!({
+            "parse_class": v.class.as_str(),
+            "escape_shape": v.shape.map(|s| s.as_str()),
+            "annotation": canonical,
+            "problems": problems,
+            "notes": v.notes,
+            "error": v.error,
+            "raw_bytes": bytes.len(),
+        });
+        println!("{out}");
+    }
+    match v.error {
+        None => Ok(()),
+        Some(e) => Err(Failure {
+            status: ExitStatus::Anomaly,
+            error: anyhow::anyhow!("ANOMALY: {e}"),
+        }),
+    }
 }
 
 fn cmd_annotate(args: AnnotateArgs) -> Result<(), Failure> {

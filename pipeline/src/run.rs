@@ -754,6 +754,16 @@ fn run_body(
             }
         }
     }
+    // The annotator's own counts (e.g. the parse classes of raw output).
+    if let Some(counts) = annotator.status_counts() {
+        status.emit(Event {
+            phase: "annotations_parsed",
+            counts,
+            next_step: "write tables",
+            stop_condition: "every annotation read",
+            ..Default::default()
+        })?;
+    }
 
     status.started("write tables");
     let Ctx {

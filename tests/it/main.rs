@@ -3,6 +3,7 @@
 
 mod classifier;
 mod common;
+mod contract;
 mod curate;
 mod decisions;
 mod edges;
@@ -12,3 +13,4 @@ mod ops;
 mod policy;
 mod sample;
 mod staging;
+mod verdict;
