@@ -259,6 +259,7 @@ fn sigkill_at_random_moments_always_recovers() {
     let span = clock.elapsed().as_secs_f64() / 2.0 * 1.2;
     let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut killed_before_commit = 0;
+    let mut phases: BTreeMap<&str, usize> = BTreeMap::new();
     for i in 0..iterations {
         seed ^= seed << 13;
         seed ^= seed >> 7;
@@ -278,6 +279,23 @@ fn sigkill_at_random_moments_always_recovers() {
         if !status.success() {
             killed_before_commit += 1;
         }
+        // Where the kill landed, from what it left.
+        let root = env.path(&staging);
+        let names: Vec<String> = std::fs::read_dir(root.join("runs"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        let committed = State::load(&root.join("state")).unwrap().runs().len();
+        let phase = if names.iter().any(|n| n.starts_with(".tmp-")) {
+            "writing"
+        } else if names.len() > committed {
+            "published, state not replaced"
+        } else if committed == 2 {
+            "committed"
+        } else {
+            "before the run directory"
+        };
+        *phases.entry(phase).or_insert(0) += 1;
         run(&env, &staging, "records.jsonl", &[], None).ok();
         assert_eq!(
             outcome(&env.path(&staging)),
@@ -287,7 +305,7 @@ fn sigkill_at_random_moments_always_recovers() {
         std::fs::remove_dir_all(env.path(&staging)).unwrap();
     }
     eprintln!(
-        "{iterations} SIGKILLs within {span:.2} s: {killed_before_commit} killed mid-run, {} after it ended; every recovery equal to the uninterrupted outcome",
+        "{iterations} SIGKILLs within {span:.2} s: {killed_before_commit} killed mid-run, {} after it ended; left behind: {phases:?}; every recovery equal to the uninterrupted outcome",
         iterations - killed_before_commit
     );
 }
@@ -609,6 +627,27 @@ fn heartbeats_progress_lines_and_quiet() {
     .ok();
     assert_eq!(quiet.stdout, "");
     assert_eq!(quiet.stderr, "");
+    // On a terminal (util-linux `script` gives the run a pty): a bar redrawn in place.
+    let bin = env!("CARGO_BIN_EXE_tomlite");
+    let line = format!(
+        "{bin} run --input records.jsonl --annotations annotations.jsonl --staging tty --batch-size 10 >/dev/null"
+    );
+    let out = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .current_dir(env.dir.path())
+        .env("FAILPOINTS", "annotate.batch=sleep(50)")
+        .output()
+        .expect("util-linux script");
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{tty}");
+    assert!(
+        tty.contains("\r[") && tty.contains("/200 records") && tty.contains("ETA"),
+        "{tty:?}"
+    );
+    assert!(
+        tty.contains("[########################] 200/200 records"),
+        "{tty:?}"
+    );
 }
 
 #[test]
