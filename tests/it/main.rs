@@ -1,11 +1,13 @@
 //! End-to-end tests of the `tomlite` binary: real command line, real files
 //! in temp dirs, outputs read back and checked by content.
 
+mod bad_input;
 mod classifier;
 mod common;
 mod curate;
 mod decisions;
 mod edges;
+mod fuzz_corpus;
 mod ingest;
 mod policy;
 mod sample;
