@@ -789,6 +789,87 @@ mod tests {
         assert_eq!(read_line_capped(&mut r, &mut buf, 5).unwrap(), None);
     }
 
+    /// `n` bytes of `z`, made on the fly: a line never held whole by the test either.
+    struct Zs(usize);
+
+    impl Read for Zs {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = out.len().min(self.0);
+            out[..n].fill(b'z');
+            self.0 -= n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_50_mb_line_is_rejected_with_its_length_and_never_held_whole() {
+        let huge = 50 * 1024 * 1024;
+        let head = &br#"{"id": "b-huge", "text": ""#[..];
+        let good = br#"
+{"id": "g-1", "persona_id": "ada", "kind": "journal", "source_path": "x", "created_at": "2026-11-28T21:00:00Z", "text": "ok"}
+"#;
+        let input = head.chain(Zs(huge)).chain(&good[..]);
+        let opts = IngestOptions::default();
+        let cap = line_cap(&opts);
+        let mut it = JsonlRecords {
+            reader: BufReader::with_capacity(1 << 16, input),
+            path: "big.jsonl".into(),
+            source: "big.jsonl".into(),
+            line: 0,
+            buf: Vec::new(),
+            opts: opts.clone(),
+            cap,
+            done: false,
+            sniffed: false,
+        };
+        let Some(Ok(Item::Reject(r))) = it.next() else {
+            panic!("the long line is a reject")
+        };
+        assert!(
+            it.buf.capacity() <= 2 * cap,
+            "the line buffer grew to {} bytes",
+            it.buf.capacity()
+        );
+        assert_eq!((r.line, r.record_id.as_deref()), (1, Some("b-huge")));
+        let len = head.len() + huge;
+        assert!(
+            r.error.starts_with(&format!(
+                "line is too long: {len} bytes, over the line limit of {cap} bytes"
+            )),
+            "{}",
+            r.error
+        );
+        let Some(Ok(Item::Record(g))) = it.next() else {
+            panic!("the next line is read whole")
+        };
+        assert_eq!((g.id.as_str(), g.origin.line), ("g-1", 2));
+        assert!(it.next().is_none());
+    }
+
+    #[test]
+    fn a_compressed_file_given_as_jsonl_is_one_reject_for_the_file() {
+        let opts = IngestOptions::default();
+        let items: Vec<Item> = jsonl_items(
+            &b"\x1f\x8b\x08\x00\n{}\n"[..],
+            Path::new("x.jsonl"),
+            &opts,
+            line_cap(&opts),
+        )
+        .collect::<Result<_, _>>()
+        .unwrap();
+        let [Item::Reject(r)] = &items[..] else {
+            panic!("{items:?}")
+        };
+        assert_eq!(r.line, 0);
+        assert_eq!(
+            r.error,
+            "not JSONL: a gzip-compressed file; decompress it first; the file is not read"
+        );
+        // Text that merely starts with a letter of a magic number is read line by line.
+        assert_eq!(binary_format(b"PAR"), None);
+        assert_eq!(binary_format(b"{\"id\""), None);
+    }
+
     #[test]
     fn record_id_is_sniffed_from_broken_json() {
         assert_eq!(

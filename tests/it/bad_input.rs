@@ -183,6 +183,7 @@ fn every_kind_of_bad_input_is_reported_where_it_is_and_the_rest_is_processed() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
+    eprintln!("peak RSS {peak} KiB over {samples} samples");
     assert!(samples > 0, "the run was never seen running");
     assert!(
         peak < 40 * 1024,

@@ -17,7 +17,7 @@ fn files(dir: &str) -> Vec<std::path::PathBuf> {
     let mut out: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.unwrap().path())
-        .filter(|p| p.is_file() && !p.file_name().is_some_and(|n| n == ".gitkeep"))
+        .filter(|p| p.is_file() && p.file_name().is_none_or(|n| n != ".gitkeep"))
         .collect();
     out.sort();
     out
@@ -51,7 +51,8 @@ fn the_invariant_checks_fail_on_a_parse_that_loses_or_moves_or_alters_a_line() {
     assert_eq!(fresh().len(), 3);
     invariants::check_items(data, &opts, cap, &fresh());
 
-    let breakages: [(&str, fn(&mut Vec<Item>)); 5] = [
+    type Breakage = (&'static str, fn(&mut Vec<Item>));
+    let breakages: [Breakage; 5] = [
         ("a line lost", |items| {
             items.pop();
         }),
