@@ -239,7 +239,7 @@ pub fn line_cap(opts: &IngestOptions) -> usize {
 
 /// Streams JSONL records from any reader: the parser behind [`open`] for a
 /// JSONL file, as a function of the bytes alone (the fuzz target and the
-/// corpus replay test drive it with an in-memory buffer). `source` names the
+/// corpus replay test drive it with an in-memory buffer). `path` names the
 /// input in every item; lines longer than `line_cap` bytes are rejected.
 ///
 /// Each line that is not blank yields exactly one item, a [`Record`] or a
