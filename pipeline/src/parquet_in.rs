@@ -1,6 +1,8 @@
 //! Parquet record files: each row is turned into the same field map as a
-//! JSONL line and checked by the same rules, so a mistyped column is
-//! reported per row with its field, like a mistyped JSON value.
+//! JSONL line and checked by the same rules, so a mistyped optional column
+//! is reported per row with its field, like a mistyped JSON value. A file
+//! no row of which can be a record (not Parquet, a required column missing
+//! or of the wrong type) is one reject for the whole file, at line 0.
 
 use std::fs::File;
 use std::path::Path;
