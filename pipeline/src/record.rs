@@ -460,6 +460,7 @@ impl<R: BufRead> Iterator for JsonlRecords<R> {
                         .as_ref()
                         .and_then(|m| m.get("id"))
                         .and_then(Value::as_str)
+                        .filter(|s| !s.is_empty())
                         .map(str::to_string);
                     let field = parsed.as_ref().and_then(|m| {
                         m.iter()
@@ -868,6 +869,25 @@ mod tests {
         // Text that merely starts with a letter of a magic number is read line by line.
         assert_eq!(binary_format(b"PAR"), None);
         assert_eq!(binary_format(b"{\"id\""), None);
+    }
+
+    /// Regression (found by the fuzzer): a line with invalid UTF-8 and
+    /// `"id": ""` was rejected with an empty record id instead of none.
+    #[test]
+    fn an_empty_id_on_an_invalid_utf8_line_is_no_id() {
+        let opts = IngestOptions::default();
+        let line = b"{\"id\": \"\", \"text\": \"caf\xff\"}\n";
+        let items: Vec<Item> = jsonl_items(&line[..], Path::new("x.jsonl"), &opts, line_cap(&opts))
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let [Item::Reject(r)] = &items[..] else {
+            panic!("{items:?}")
+        };
+        assert_eq!(r.error, "invalid UTF-8 at byte 23 of the line");
+        assert_eq!(
+            (r.record_id.as_deref(), r.field.as_deref()),
+            (None, Some("text"))
+        );
     }
 
     #[test]
