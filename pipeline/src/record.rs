@@ -121,7 +121,9 @@ pub fn truncate(sha: &[u8]) -> Digest {
 pub struct Reject {
     /// The input file.
     pub source: String,
-    /// 1-based line or row.
+    /// 1-based line or row; 0 when the whole file is rejected (a Parquet
+    /// file that cannot be read or has the wrong schema, a compressed or
+    /// binary file given as JSONL).
     pub line: u64,
     /// The record id, when it could be read.
     pub record_id: Option<String>,
@@ -220,25 +222,102 @@ pub fn open(path: &Path, opts: &IngestOptions) -> Result<Items, IngestError> {
         path: path.to_path_buf(),
         source,
     })?;
-    Ok(Box::new(JsonlRecords {
-        reader: BufReader::with_capacity(1 << 16, file),
+    Ok(Box::new(jsonl_items(
+        BufReader::with_capacity(1 << 16, file),
+        path,
+        opts,
+        line_cap(opts),
+    )))
+}
+
+/// The longest JSONL line that is read: JSON escapes can make a text up to
+/// six times longer on the line, plus room for the other fields. A longer
+/// line is skipped (never held whole) and rejected with its length.
+pub fn line_cap(opts: &IngestOptions) -> usize {
+    (opts.max_text_bytes as usize).saturating_mul(6) + 64 * 1024
+}
+
+/// Streams JSONL records from any reader: the parser behind [`open`] for a
+/// JSONL file, as a function of the bytes alone (the fuzz target and the
+/// corpus replay test drive it with an in-memory buffer). `path` names the
+/// input in every item; lines longer than `line_cap` bytes are rejected.
+///
+/// Each line that is not blank yields exactly one item, a [`Record`] or a
+/// [`Reject`], in order; blank lines yield nothing. An input that starts
+/// like a compressed file, a zip archive or a Parquet file yields a single
+/// reject at line 0 instead, naming the format.
+///
+/// ```
+/// use tomlite::record::{IngestOptions, Item, jsonl_items, line_cap};
+/// let opts = IngestOptions::default();
+/// let input = &b"{\"id\": 1}\n\nnot json\n"[..];
+/// let items: Vec<Item> = jsonl_items(input, "in.jsonl".as_ref(), &opts, line_cap(&opts))
+///     .collect::<Result<_, _>>()
+///     .unwrap();
+/// let lines: Vec<u64> = items
+///     .iter()
+///     .map(|i| match i {
+///         Item::Reject(r) => r.line,
+///         Item::Record(r) => r.origin.line,
+///     })
+///     .collect();
+/// assert_eq!(lines, [1, 3]);
+/// ```
+pub fn jsonl_items<R: BufRead>(
+    reader: R,
+    path: &Path,
+    opts: &IngestOptions,
+    line_cap: usize,
+) -> impl Iterator<Item = Result<Item, IngestError>> + use<R> {
+    JsonlRecords {
+        reader,
         path: path.to_path_buf(),
         source: path.display().to_string(),
         line: 0,
         buf: Vec::new(),
         opts: opts.clone(),
+        cap: line_cap,
         done: false,
-    }))
+        sniffed: false,
+    }
 }
 
-struct JsonlRecords {
-    reader: BufReader<File>,
+/// Formats that a JSONL input is sometimes given by mistake, known by their
+/// first bytes; no line of such a file can be a record.
+const MAGIC: [(&[u8], &str); 5] = [
+    (b"\x1f\x8b", "a gzip-compressed file; decompress it first"),
+    (
+        b"\x28\xb5\x2f\xfd",
+        "a zstd-compressed file; decompress it first",
+    ),
+    (
+        b"\xfd7zXZ\x00",
+        "an xz-compressed file; decompress it first",
+    ),
+    (b"PK\x03\x04", "a zip archive; extract it first"),
+    (b"PAR1", "a Parquet file; give it a .parquet name"),
+];
+
+/// What a JSONL input is instead (`"a gzip-compressed file; …"`), if its
+/// first bytes say so: gzip, zstd, xz, zip or Parquet.
+pub fn binary_format(head: &[u8]) -> Option<&'static str> {
+    MAGIC
+        .iter()
+        .find(|(m, _)| head.starts_with(m))
+        .map(|(_, what)| *what)
+}
+
+struct JsonlRecords<R> {
+    reader: R,
     path: PathBuf,
     source: String,
     line: u64,
     buf: Vec<u8>,
     opts: IngestOptions,
+    cap: usize,
     done: bool,
+    /// Whether the first bytes were checked for a binary format.
+    sniffed: bool,
 }
 
 /// One line read by [`read_line_capped`].
@@ -248,6 +327,9 @@ pub struct LineRead {
     pub over: bool,
     /// Bytes consumed from the input, newline included.
     pub consumed: u64,
+    /// Length of the line in bytes, without its `\n` (counted, not kept,
+    /// past the cap).
+    pub len: u64,
 }
 
 /// Reads one line into `buf` (without its newline), keeping at most `cap`
@@ -263,7 +345,11 @@ pub fn read_line_capped<R: BufRead>(
     loop {
         let chunk = r.fill_buf()?;
         if chunk.is_empty() {
-            return Ok((consumed > 0).then_some(LineRead { over, consumed }));
+            return Ok((consumed > 0).then_some(LineRead {
+                over,
+                consumed,
+                len: consumed,
+            }));
         }
         let (part, found) = match chunk.iter().position(|&b| b == b'\n') {
             Some(i) => (&chunk[..i], Some(i + 1)),
@@ -285,27 +371,54 @@ pub fn read_line_capped<R: BufRead>(
             if buf.last() == Some(&b'\r') {
                 buf.pop();
             }
-            return Ok(Some(LineRead { over, consumed }));
+            return Ok(Some(LineRead {
+                over,
+                consumed,
+                len: consumed - 1,
+            }));
         }
     }
 }
 
-impl Iterator for JsonlRecords {
+impl<R: BufRead> Iterator for JsonlRecords<R> {
     type Item = Result<Item, IngestError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        // JSON escapes can make a text up to six times longer on the line.
-        let cap = (self.opts.max_text_bytes as usize).saturating_mul(6) + 64 * 1024;
+        let cap = self.cap;
+        if !self.sniffed {
+            self.sniffed = true;
+            match self.reader.fill_buf() {
+                Ok(head) => {
+                    if let Some(what) = binary_format(head) {
+                        self.done = true;
+                        return Some(Ok(Item::Reject(Reject {
+                            source: self.source.clone(),
+                            line: 0,
+                            record_id: None,
+                            field: None,
+                            error: format!("not JSONL: {what}; the file is not read"),
+                        })));
+                    }
+                }
+                Err(source) => {
+                    self.done = true;
+                    return Some(Err(IngestError::Io {
+                        path: self.path.clone(),
+                        source,
+                    }));
+                }
+            }
+        }
         loop {
             if self.done {
                 return None;
             }
-            let over = match read_line_capped(&mut self.reader, &mut self.buf, cap) {
+            let (over, len) = match read_line_capped(&mut self.reader, &mut self.buf, cap) {
                 Ok(None) => {
                     self.done = true;
                     return None;
                 }
-                Ok(Some(l)) => l.over,
+                Ok(Some(l)) => (l.over, l.len),
                 Err(source) => {
                     self.done = true;
                     return Some(Err(IngestError::Io {
@@ -332,7 +445,8 @@ impl Iterator for JsonlRecords {
                     sniff_record_id(&self.buf, "id"),
                     Some("text"),
                     format!(
-                        "line is longer than {cap} bytes; the text limit is {} bytes",
+                        "line is too long: {len} bytes, over the line limit of {cap} bytes \
+                         (text limit {} bytes); skipped, not loaded",
                         self.opts.max_text_bytes
                     ),
                 );
@@ -346,6 +460,7 @@ impl Iterator for JsonlRecords {
                         .as_ref()
                         .and_then(|m| m.get("id"))
                         .and_then(Value::as_str)
+                        .filter(|s| !s.is_empty())
                         .map(str::to_string);
                     let field = parsed.as_ref().and_then(|m| {
                         m.iter()
@@ -655,12 +770,124 @@ mod tests {
     fn capped_reader_skips_the_rest_of_an_over_long_line() {
         let mut r = BufReader::with_capacity(4, &b"abcdefgh\nok\r\n"[..]);
         let mut buf = Vec::new();
-        let l = |over, consumed| Some(LineRead { over, consumed });
-        assert_eq!(read_line_capped(&mut r, &mut buf, 5).unwrap(), l(true, 9));
+        let l = |over, consumed, len| {
+            Some(LineRead {
+                over,
+                consumed,
+                len,
+            })
+        };
+        assert_eq!(
+            read_line_capped(&mut r, &mut buf, 5).unwrap(),
+            l(true, 9, 8)
+        );
         assert_eq!(buf, b"abcde");
-        assert_eq!(read_line_capped(&mut r, &mut buf, 5).unwrap(), l(false, 4));
+        assert_eq!(
+            read_line_capped(&mut r, &mut buf, 5).unwrap(),
+            l(false, 4, 3)
+        );
         assert_eq!(buf, b"ok");
         assert_eq!(read_line_capped(&mut r, &mut buf, 5).unwrap(), None);
+    }
+
+    /// `n` bytes of `z`, made on the fly: a line never held whole by the test either.
+    struct Zs(usize);
+
+    impl Read for Zs {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = out.len().min(self.0);
+            out[..n].fill(b'z');
+            self.0 -= n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_50_mb_line_is_rejected_with_its_length_and_never_held_whole() {
+        let huge = 50 * 1024 * 1024;
+        let head = &br#"{"id": "b-huge", "text": ""#[..];
+        let good = br#"
+{"id": "g-1", "persona_id": "ada", "kind": "journal", "source_path": "x", "created_at": "2026-11-28T21:00:00Z", "text": "ok"}
+"#;
+        let input = head.chain(Zs(huge)).chain(&good[..]);
+        let opts = IngestOptions::default();
+        let cap = line_cap(&opts);
+        let mut it = JsonlRecords {
+            reader: BufReader::with_capacity(1 << 16, input),
+            path: "big.jsonl".into(),
+            source: "big.jsonl".into(),
+            line: 0,
+            buf: Vec::new(),
+            opts: opts.clone(),
+            cap,
+            done: false,
+            sniffed: false,
+        };
+        let Some(Ok(Item::Reject(r))) = it.next() else {
+            panic!("the long line is a reject")
+        };
+        assert!(
+            it.buf.capacity() <= 2 * cap,
+            "the line buffer grew to {} bytes",
+            it.buf.capacity()
+        );
+        assert_eq!((r.line, r.record_id.as_deref()), (1, Some("b-huge")));
+        let len = head.len() + huge;
+        assert!(
+            r.error.starts_with(&format!(
+                "line is too long: {len} bytes, over the line limit of {cap} bytes"
+            )),
+            "{}",
+            r.error
+        );
+        let Some(Ok(Item::Record(g))) = it.next() else {
+            panic!("the next line is read whole")
+        };
+        assert_eq!((g.id.as_str(), g.origin.line), ("g-1", 2));
+        assert!(it.next().is_none());
+    }
+
+    #[test]
+    fn a_compressed_file_given_as_jsonl_is_one_reject_for_the_file() {
+        let opts = IngestOptions::default();
+        let items: Vec<Item> = jsonl_items(
+            &b"\x1f\x8b\x08\x00\n{}\n"[..],
+            Path::new("x.jsonl"),
+            &opts,
+            line_cap(&opts),
+        )
+        .collect::<Result<_, _>>()
+        .unwrap();
+        let [Item::Reject(r)] = &items[..] else {
+            panic!("{items:?}")
+        };
+        assert_eq!(r.line, 0);
+        assert_eq!(
+            r.error,
+            "not JSONL: a gzip-compressed file; decompress it first; the file is not read"
+        );
+        // Text that merely starts with a letter of a magic number is read line by line.
+        assert_eq!(binary_format(b"PAR"), None);
+        assert_eq!(binary_format(b"{\"id\""), None);
+    }
+
+    /// Regression (found by the fuzzer): a line with invalid UTF-8 and
+    /// `"id": ""` was rejected with an empty record id instead of none.
+    #[test]
+    fn an_empty_id_on_an_invalid_utf8_line_is_no_id() {
+        let opts = IngestOptions::default();
+        let line = b"{\"id\": \"\", \"text\": \"caf\xff\"}\n";
+        let items: Vec<Item> = jsonl_items(&line[..], Path::new("x.jsonl"), &opts, line_cap(&opts))
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let [Item::Reject(r)] = &items[..] else {
+            panic!("{items:?}")
+        };
+        assert_eq!(r.error, "invalid UTF-8 at byte 23 of the line");
+        assert_eq!(
+            (r.record_id.as_deref(), r.field.as_deref()),
+            (None, Some("text"))
+        );
     }
 
     #[test]

@@ -1,12 +1,14 @@
 //! End-to-end tests of the `tomlite` binary: real command line, real files
 //! in temp dirs, outputs read back and checked by content.
 
+mod bad_input;
 mod classifier;
 mod common;
 mod contract;
 mod curate;
 mod decisions;
 mod edges;
+mod fuzz_corpus;
 mod ingest;
 #[cfg(feature = "failpoints")]
 mod ops;
