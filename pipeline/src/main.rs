@@ -315,8 +315,9 @@ struct RunArgs {
     journal_persona: Option<String>,
     #[command(flatten)]
     model: ModelArgs,
-    /// Stop taking new records near this local time (HH:MM, the next one to
-    /// come), commit what is done and exit 4; the next run takes the rest.
+    /// Stop taking new records near this local time (HH:MM within the next
+    /// 12 h; one that passed less than 12 h ago means at once), commit what
+    /// is done and exit 4; the next run takes the rest.
     #[arg(long, value_name = "HH:MM")]
     deadline: Option<String>,
     /// Like --deadline, as seconds from the start.
@@ -326,11 +327,13 @@ struct RunArgs {
     /// hashes to K. Give each shard its own --staging; join them with `tomlite merge`.
     #[arg(long, value_name = "K/N")]
     shard: Option<String>,
-    /// Fail the run without committing when more than this share of a
-    /// batch fails to annotate (at least 3 records).
+    /// Fail the run without committing when more than this share of the
+    /// records annotated so far fails (at least 3; records that failed in
+    /// earlier runs not counted).
     #[arg(long, default_value_t = tomlite::run::DEFAULT_MAX_FAILED_SHARE)]
     max_failed_share: f64,
-    /// A record whose annotation alone takes longer than this fails (seconds).
+    /// A record whose annotation alone takes longer than this fails
+    /// (seconds; measured when the call returns, a hung call is not cut off).
     #[arg(long, value_name = "SECS")]
     record_timeout: Option<f64>,
     /// Records per annotator call (default: the annotator's own).
@@ -604,9 +607,14 @@ fn cmd_run(args: RunArgs) -> Result<(), Failure> {
     let record_timeout = args
         .record_timeout
         .map(|s| {
-            std::time::Duration::try_from_secs_f64(s).map_err(|_| {
-                Failure::config(anyhow::anyhow!("--record-timeout {s} is not a duration"))
-            })
+            std::time::Duration::try_from_secs_f64(s)
+                .ok()
+                .filter(|d| !d.is_zero() && *d < std::time::Duration::from_secs(86_400))
+                .ok_or_else(|| {
+                    Failure::config(anyhow::anyhow!(
+                        "--record-timeout {s}: expected seconds, more than 0 and less than a day"
+                    ))
+                })
         })
         .transpose()?;
     let mut cfg = RunConfig::new(args.input.clone(), staging, policy);
@@ -678,7 +686,12 @@ fn budget_deadline(
         if target <= local.naive_local() {
             target += chrono::Duration::days(1);
         }
-        let wait = (target - local.naive_local()).to_std().unwrap_or_default();
+        let mut wait = (target - local.naive_local()).to_std().unwrap_or_default();
+        // More than 12 h away: the deadline passed earlier today (a late
+        // start or a retry), not tomorrow's: take nothing new.
+        if wait > std::time::Duration::from_secs(12 * 3600) {
+            wait = std::time::Duration::ZERO;
+        }
         let at = now + wait;
         out = Some(out.map_or(at, |o| o.min(at)));
     }

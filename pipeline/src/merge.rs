@@ -190,6 +190,60 @@ fn check(runs: &[PathBuf]) -> Result<Vec<ShardRun>, MergeError> {
     Ok(shards)
 }
 
+/// Shard runs that earlier merges into `staging` took.
+fn merged_before(staging: &Path) -> Vec<String> {
+    let runs = staging.join("runs");
+    let Ok(entries) = std::fs::read_dir(&runs) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in entries.flatten() {
+        let receipt: Option<Value> = std::fs::read(e.path().join("receipt.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        for m in receipt
+            .iter()
+            .flat_map(|r| r["merged_from"].as_array().into_iter().flatten())
+        {
+            if let Some(id) = m["run_id"].as_str() {
+                out.push(id.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// A shard run that skipped records another run of the same shard
+/// committed holds only the rest: merging it alone would lose those rows
+/// unless an earlier merge took that run.
+fn refuse_lost_rows(shards: &[ShardRun], staging: &Path) -> Result<(), MergeError> {
+    let before = merged_before(staging);
+    for s in shards {
+        let root = s
+            .dir
+            .parent()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new("."));
+        let own = State::load(&root.join("state"))?;
+        for (run, n) in s.receipt["skipped_from_runs"]
+            .as_object()
+            .into_iter()
+            .flatten()
+        {
+            if own.runs().contains(run) && !before.contains(run) {
+                return Err(refused(format!(
+                    "shard {} run {} skipped {n} records that run {run} of the same shard committed, and no merge into {} took run {run}: merging {} alone would lose them; merge the runs of run {run}'s night first (or rerun the shard with --full)",
+                    s.index,
+                    s.run_id,
+                    staging.display(),
+                    s.run_id
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Replaces the `run_id` column of a batch with `run_id`.
 fn with_run_id(batch: RecordBatch, run_id: &str) -> Result<RecordBatch, arrow_schema::ArrowError> {
     let schema = batch.schema();
@@ -223,6 +277,7 @@ pub fn merge(
         return Err(refused("no shard runs given"));
     }
     let shards = check(runs)?;
+    refuse_lost_rows(&shards, staging)?;
     let ran_with = shards[0].receipt["policy_sha256"]
         .as_str()
         .unwrap_or_default();
@@ -309,6 +364,8 @@ pub fn merge(
             }
             retries += r["retries_used"].as_u64().unwrap_or(0);
         }
+        // Every shard read every line; the merged run has no other shard.
+        counts["other_shards"] = json!(0);
         let first = &shards[0].receipt;
         let receipt = json!({
             "run_id": run_id,

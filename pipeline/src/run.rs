@@ -53,8 +53,9 @@ pub struct RunConfig {
     pub shard: Option<Shard>,
     /// Records per annotator call (default: the annotator's own).
     pub batch_size: Option<usize>,
-    /// The run fails without committing when more than this share of a
-    /// batch (of at least [`MIN_FAILED_FOR_BUDGET`] failures) fails.
+    /// The run fails without committing when more than this share of the
+    /// records annotated so far (at least [`MIN_FAILED_FOR_BUDGET`] of them)
+    /// fails; records that failed in earlier runs are not counted.
     pub max_failed_share: f64,
     /// A record whose annotation alone takes longer fails.
     pub record_timeout: Option<Duration>,
@@ -192,15 +193,15 @@ pub enum RunError {
         /// What went wrong.
         message: String,
     },
-    /// Too many records of a batch failed: the annotator is broken, not the
-    /// records. Nothing is committed.
+    /// Too many records failed: the annotator is broken, not the records.
+    /// Nothing is committed.
     #[error(
-        "{failed} of {attempted} records of a batch failed to annotate (more than the allowed share {share}); first: {first}"
+        "{failed} of {attempted} records failed to annotate (more than the allowed share {share}; records that failed in earlier runs not counted); first: {first}"
     )]
     FailureBudget {
-        /// Failed records in the batch.
+        /// Failed records so far.
         failed: u64,
-        /// Records the batch tried to annotate.
+        /// Records annotated so far.
         attempted: u64,
         /// The allowed share.
         share: f64,
@@ -436,6 +437,11 @@ struct Budget {
     started: Instant,
     /// The slowest batch so far.
     batch: Duration,
+    /// Records annotated so far that had not failed in an earlier run, and
+    /// how many of them failed: the failure budget's share.
+    attempted: u64,
+    /// See `attempted`.
+    failed: u64,
 }
 
 impl Budget {
@@ -480,7 +486,10 @@ pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary,
     };
     let result = std::thread::scope(|scope| {
         let beat = scope.spawn(|| status.beat(cfg.heartbeat));
-        let result = run_body(
+        // Stops the heartbeats however run_body ends, a panic included
+        // (the scope joins the thread before it passes the panic on).
+        let guard = StopOnDrop(&status, beat.thread().clone());
+        run_body(
             cfg,
             annotator,
             &staging,
@@ -493,19 +502,23 @@ pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary,
                 recovered,
                 run_id: run_id.clone(),
             },
-            || {
-                status.stop.store(true, Ordering::Relaxed);
-                beat.thread().unpark();
-            },
-        );
-        status.stop.store(true, Ordering::Relaxed);
-        beat.thread().unpark();
-        result
+            move || drop(guard),
+        )
     });
     if result.is_err() && tmp.exists() {
         let _ = std::fs::remove_dir_all(&tmp);
     }
     result
+}
+
+/// Stops the heartbeat thread when dropped.
+struct StopOnDrop<'a>(&'a Status, std::thread::Thread);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.stop.store(true, Ordering::Relaxed);
+        self.1.unpark();
+    }
 }
 
 struct Started {
@@ -569,6 +582,8 @@ fn run_body(
             deadline: cfg.deadline,
             started: clock,
             batch: Duration::ZERO,
+            attempted: 0,
+            failed: 0,
         },
     };
     // Problems of the annotation file are reported once, by shard 0.
@@ -835,7 +850,6 @@ fn run_body(
     run.write_file("report.md", crate::report::markdown(&data).as_bytes())?;
     fault::point("staged.report_md");
     status.completed("write report");
-    stop_heartbeats();
     status.emit(Event {
         phase: "commit",
         current_artifact: Some(run.path()),
@@ -846,6 +860,9 @@ fn run_body(
         ..Default::default()
     })?;
     let run_dir = run.commit(state, staging.retry())?;
+    // Heartbeats went on through the commit (their file moved with the
+    // directory); the stream now continues at the final path.
+    stop_heartbeats();
     let final_events = run_dir.join("events.jsonl");
     {
         let mut log = status.log.lock().unwrap_or_else(|p| p.into_inner());
@@ -951,13 +968,17 @@ impl Ctx<'_> {
             let fp = rec.fingerprint();
             let ad = annotator.annotation_digest(&rec)?;
             let prev = state.get(&rec.id).copied();
-            // Failures of this content so far (a changed record starts over).
+            // Failures of this content by this annotator so far (a changed
+            // record, or a new annotator, starts over).
             let mut failures = 0;
             if let Some(e) = prev.filter(|e| e.fingerprint == fp) {
                 if state.outcome(&e) == "failed" {
-                    failures = e.failures;
-                    // Poison until the content or the annotator changes.
-                    if failures >= POISON_AFTER && e.annotation == ad {
+                    if e.annotation == ad {
+                        failures = e.failures;
+                    }
+                    // Poison until the content or the annotator changes;
+                    // --full gives it one more try.
+                    if failures >= POISON_AFTER && !self.cfg.full {
                         let last = state.run(&e).to_string();
                         self.poison(&rec, failures, &last)?;
                         continue;
@@ -978,9 +999,19 @@ impl Ctx<'_> {
         }
         let refs: Vec<&Record> = todo.iter().map(|(r, _, _)| r).collect();
         let annotated = annotate_isolated(annotator, &refs, self.cfg.record_timeout);
-        let failed = annotated.iter().filter(|a| a.is_err()).count() as u64;
+        // The failure budget counts records that had not failed before: a
+        // few known-bad records retried every night must not fail the night
+        // (they become poison instead), and it is the run's running share,
+        // so small batches cannot hide a broken annotator.
+        for (a, (_, _, failures)) in annotated.iter().zip(&todo) {
+            if *failures == 0 {
+                self.budget.attempted += 1;
+                self.budget.failed += u64::from(a.is_err());
+            }
+        }
+        let (failed, attempted) = (self.budget.failed, self.budget.attempted);
         if failed >= MIN_FAILED_FOR_BUDGET
-            && failed as f64 > self.cfg.max_failed_share * todo.len() as f64
+            && failed as f64 > self.cfg.max_failed_share * attempted as f64
         {
             let first = annotated
                 .iter()
@@ -989,7 +1020,7 @@ impl Ctx<'_> {
                 .unwrap_or_default();
             return Err(RunError::FailureBudget {
                 failed,
-                attempted: todo.len() as u64,
+                attempted,
                 share: self.cfg.max_failed_share,
                 first,
             });

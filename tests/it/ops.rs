@@ -383,9 +383,29 @@ fn a_deadline_commits_what_is_done_and_the_next_run_takes_exactly_the_rest() {
     );
     assert_eq!(bad.code, 2, "{}", bad.stderr);
     assert!(bad.stderr.contains("HH:MM"), "{}", bad.stderr);
-    let soon = chrono::Local::now() - chrono::Duration::minutes(1);
-    let next = soon.format("%H:%M").to_string(); // a minute ago: tomorrow
-    run(&env, "other", "records.jsonl", &["--deadline", &next], None).ok();
+    // A deadline that passed less than 12 h ago (a late start, a retry)
+    // means "now": nothing new is taken. One 2 h ahead leaves the run alone.
+    let past = (chrono::Local::now() - chrono::Duration::minutes(1))
+        .format("%H:%M")
+        .to_string();
+    let late = run(&env, "other", "records.jsonl", &["--deadline", &past], None);
+    assert_eq!(late.code, 4, "{}", late.stderr);
+    assert_eq!(env_receipt(&env.path("other"))["counts"]["processed"], 0);
+    let ahead = (chrono::Local::now() + chrono::Duration::hours(2))
+        .format("%H:%M")
+        .to_string();
+    run(
+        &env,
+        "other",
+        "records.jsonl",
+        &["--deadline", &ahead],
+        None,
+    )
+    .ok();
+    assert_eq!(
+        env_receipt(&env.path("other"))["stop_condition"],
+        "input_exhausted"
+    );
 }
 
 fn small(env: &Env, texts: &[(&str, &str)]) {
@@ -464,6 +484,11 @@ fn a_failing_record_is_isolated_retried_and_skipped_as_poison_after_three_runs()
         let page = std::fs::read_to_string(env_dir(&env).join("report.html")).unwrap();
         assert!(page.contains("poison: annotation of this content failed in 3 runs"));
     }
+    // --full gives a poison record one more try.
+    run(&env, "staging", "records.jsonl", &["--full"], None).ok();
+    let receipt = env_receipt(&env.path("staging"));
+    assert_eq!(receipt["counts"]["poison_skipped"], 0);
+    assert_eq!(receipt["counts"]["processed"], 2);
     // New content: a fresh try.
     small(
         &env,
@@ -833,6 +858,26 @@ fn shards_merged_equal_a_single_run_row_for_row() {
         }
     }
     assert!(dir.join("report.html").is_file());
+    assert_eq!(m["counts"]["other_shards"], 0);
+    // A shard rerun in its own directory after it committed holds only what
+    // was left: merged alone it would lose the first run's rows, so refused.
+    let killed = shard(0, "t0", Some("commit.after_run_rename=return"));
+    assert_ne!(killed.code, 0);
+    shard(0, "t0", None).ok();
+    let refused = merge(
+        &env,
+        &[
+            latest_run(&env.path("t0")),
+            runs[1].clone(),
+            runs[3].clone(),
+        ],
+    );
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("merging") && refused.stderr.contains("alone would lose them"),
+        "{}",
+        refused.stderr
+    );
 }
 
 #[test]
