@@ -655,6 +655,11 @@ fn cmd_run(args: RunArgs) -> Result<(), Failure> {
             status: ExitStatus::Locked,
             error: anyhow::Error::new(e).context("another run is in progress; nothing was done"),
         }),
+        Err(RunError::Staging(e @ tomlite_staging::Error::Unfinished { .. })) => Err(Failure {
+            status: ExitStatus::Failed,
+            error: anyhow::Error::new(e)
+                .context("run failed after its commit point; the next run's recovery completes it"),
+        }),
         Err(e) => Err(Failure {
             status: ExitStatus::Failed,
             error: anyhow::Error::new(e).context("run failed; nothing was committed"),

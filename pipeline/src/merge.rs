@@ -219,6 +219,14 @@ fn merged_before(staging: &Path) -> Vec<String> {
 fn refuse_lost_rows(shards: &[ShardRun], staging: &Path) -> Result<(), MergeError> {
     let before = merged_before(staging);
     for s in shards {
+        if before.contains(&s.run_id) {
+            return Err(refused(format!(
+                "shard {} run {} was already merged into {}",
+                s.index,
+                s.run_id,
+                staging.display()
+            )));
+        }
         let root = s
             .dir
             .parent()

@@ -864,32 +864,39 @@ fn run_body(
     // directory); the stream now continues at the final path.
     stop_heartbeats();
     let final_events = run_dir.join("events.jsonl");
-    {
+    // The run is committed: a status stream that cannot be continued is
+    // worth a warning, not a failed run.
+    let reopened = {
         let mut log = status.log.lock().unwrap_or_else(|p| p.into_inner());
-        log.reopen(&final_events)
-            .map_err(|source| RunError::Events {
-                path: final_events.clone(),
-                source,
-            })?;
         log.completed("commit");
+        log.reopen(&final_events)
+    };
+    let ended = reopened.map_err(|source| RunError::Events {
+        path: final_events.clone(),
+        source,
+    });
+    let ended = ended.and_then(|()| {
+        status.emit(Event {
+            phase: "committed",
+            current_artifact: Some(&run_dir),
+            counts: serde_json::to_value(&counts).unwrap_or_default(),
+            status_code: Some(if stop == StopCondition::Deadline {
+                4
+            } else {
+                0
+            }),
+            next_step: if stop == StopCondition::Deadline {
+                "run again: the next run takes the records this one left"
+            } else {
+                "curator reviews the quarantine"
+            },
+            stop_condition: stop.as_str(),
+            ..Default::default()
+        })
+    });
+    if let Err(e) = ended {
+        eprintln!("tomlite: warning: run {run_id} committed, but {e}");
     }
-    status.emit(Event {
-        phase: "committed",
-        current_artifact: Some(&run_dir),
-        counts: serde_json::to_value(&counts).unwrap_or_default(),
-        status_code: Some(if stop == StopCondition::Deadline {
-            4
-        } else {
-            0
-        }),
-        next_step: if stop == StopCondition::Deadline {
-            "run again: the next run takes the records this one left"
-        } else {
-            "curator reviews the quarantine"
-        },
-        stop_condition: stop.as_str(),
-        ..Default::default()
-    })?;
     Ok(RunSummary {
         run_id,
         run_dir,

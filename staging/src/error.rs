@@ -48,6 +48,16 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// The run was published (its commit point passed) but replacing the
+    /// state or `LATEST` failed: the next run's recovery completes it.
+    #[error("run {run_id} is published but its commit is unfinished (the next run completes it)")]
+    Unfinished {
+        /// The published run.
+        run_id: String,
+        /// What failed.
+        #[source]
+        source: Box<Error>,
+    },
     /// A JSON file could not be written.
     #[error("cannot write JSON to {}", path.display())]
     Json {

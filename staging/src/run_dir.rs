@@ -169,7 +169,10 @@ impl RunDir {
             .map_err(|source| Error::io("rename run directory", &target, source))?;
         sync_dir(&self.root.join("runs"))?;
         fault::point("commit.after_run_rename");
-        finish_commit(&self.root, &self.run_id, retry)?;
+        finish_commit(&self.root, &self.run_id, retry).map_err(|e| Error::Unfinished {
+            run_id: self.run_id.clone(),
+            source: Box::new(e),
+        })?;
         Ok(target)
     }
 }

@@ -859,6 +859,13 @@ fn shards_merged_equal_a_single_run_row_for_row() {
     }
     assert!(dir.join("report.html").is_file());
     assert_eq!(m["counts"]["other_shards"], 0);
+    let again = merge(&env, &[runs[3].clone(), runs[0].clone(), runs[1].clone()]);
+    assert_eq!(again.code, 2);
+    assert!(
+        again.stderr.contains("was already merged into merged"),
+        "{}",
+        again.stderr
+    );
     // A shard rerun in its own directory after it committed holds only what
     // was left: merged alone it would lose the first run's rows, so refused.
     let killed = shard(0, "t0", Some("commit.after_run_rename=return"));
