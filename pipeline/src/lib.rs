@@ -14,16 +14,13 @@
 //! use tomlite::run::{RunConfig, run};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let cfg = RunConfig {
-//!     inputs: vec![PathBuf::from("data/sample/records.jsonl")],
-//!     staging: PathBuf::from("staging-out"),
-//!     policy: tomlite::policy::Policy::default(),
-//!     policy_source: None,
-//!     nodes: None,
-//!     full: false,
-//!     ingest: Default::default(),
-//!     command: "example".into(),
-//! };
+//! let mut cfg = RunConfig::new(
+//!     vec![PathBuf::from("data/sample/records.jsonl")],
+//!     PathBuf::from("staging-out"),
+//!     tomlite::policy::Policy::default(),
+//! );
+//! // Stop taking records after an hour; the next run takes the rest.
+//! cfg.deadline = Some(std::time::Instant::now() + std::time::Duration::from_secs(3600));
 //! let mut annotator = FileAnnotator::open("data/sample/annotations.jsonl".as_ref())?;
 //! let summary = run(&cfg, &mut annotator)?;
 //! println!("{} promoted tags", summary.counts.promoted_tags);
