@@ -682,12 +682,7 @@ fn run_body(
                     ctx.counts.records_in += 1;
                     batch.push(*rec);
                     if batch.len() == batch_size {
-                        if ctx.budget.near() {
-                            ctx.counts.deferred += batch.len() as u64;
-                            stopped = true;
-                            break;
-                        }
-                        ctx.process(
+                        stopped = ctx.process_or_defer(
                             &mut batch,
                             annotator,
                             state,
@@ -695,18 +690,17 @@ fn run_body(
                             &mut pending,
                             &mut skipped_from,
                         )?;
+                        if stopped {
+                            break;
+                        }
                         status.set(&ctx.counts, Some(input));
                     }
                 }
             }
             progress.update(lines_read, ctx.counts.processed);
         }
-        if !stopped && !batch.is_empty() && ctx.budget.near() {
-            ctx.counts.deferred += batch.len() as u64;
-            stopped = true;
-        }
         if !stopped {
-            ctx.process(
+            stopped = ctx.process_or_defer(
                 &mut batch,
                 annotator,
                 state,
@@ -958,6 +952,26 @@ impl Ctx<'_> {
             embedding,
             failures: 0,
         }
+    }
+
+    /// Processes the batch in hand, or, when the time budget is near,
+    /// leaves it for the next run; returns whether it was left.
+    fn process_or_defer(
+        &mut self,
+        batch: &mut Vec<Record>,
+        annotator: &mut dyn Annotator,
+        state: &mut State,
+        seen: &Seen,
+        pending: &mut Vec<Pending>,
+        skipped_from: &mut BTreeMap<String, u64>,
+    ) -> Result<bool, RunError> {
+        if !batch.is_empty() && self.budget.near() {
+            self.counts.deferred += batch.len() as u64;
+            batch.clear();
+            return Ok(true);
+        }
+        self.process(batch, annotator, state, seen, pending, skipped_from)?;
+        Ok(false)
     }
 
     fn process(
