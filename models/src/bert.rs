@@ -103,6 +103,76 @@ impl Config {
     }
 }
 
+/// Numeric precision of the encoder's matrix products.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Precision {
+    /// f32 weights and activations (candle's `gemm`).
+    #[default]
+    F32,
+    /// int8 weights per output channel, integer activations per token, exact
+    /// i32 accumulation ([`crate::quant`]); everything between the matrix
+    /// products stays f32.
+    Int8,
+}
+
+impl Precision {
+    /// The name used on the command line and in receipts.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::F32 => "f32",
+            Self::Int8 => "int8",
+        }
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Precision {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "f32" => Ok(Self::F32),
+            "int8" => Ok(Self::Int8),
+            other => Err(format!(
+                "unknown precision `{other}` (expected f32 or int8)"
+            )),
+        }
+    }
+}
+
+/// The matrix product of a linear layer, without its bias (the fused
+/// kernels add it): f32 or int8.
+#[derive(Debug, Clone)]
+pub enum Dense {
+    /// `(in, out)`: the transposed f32 weight, for `xs.matmul`.
+    F32(Tensor),
+    /// The int8 layer.
+    Int8(crate::quant::QuantLinear),
+}
+
+impl Dense {
+    /// From a Hugging Face `(out, in)` weight.
+    fn new(weight: &Tensor, precision: Precision) -> Result<Self> {
+        Ok(match precision {
+            Precision::F32 => Self::F32(weight.t()?),
+            Precision::Int8 => Self::Int8(crate::quant::QuantLinear::quantize(weight)?),
+        })
+    }
+
+    /// `(rows, in)` → `(rows, out)`.
+    pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        match self {
+            Self::F32(weight_t) => xs.matmul(weight_t),
+            Self::Int8(layer) => layer.forward(xs),
+        }
+    }
+}
+
 /// Layer normalisation over the last dimension, with weight and bias.
 ///
 /// Loads `weight` and `bias` (Hugging Face's `LayerNorm.weight`/`.bias`).
@@ -167,6 +237,21 @@ impl BertEmbeddings {
         let xs = (words + types)?.broadcast_add(&positions)?;
         self.layer_norm.forward(&xs)
     }
+
+    /// Packed rows: `input_ids`, `token_type_ids` and `positions` are
+    /// `(rows,)` u32 (each token's position inside its own text) →
+    /// `(rows, hidden)`.
+    pub fn forward_packed(
+        &self,
+        input_ids: &Tensor,
+        token_type_ids: &Tensor,
+        positions: &Tensor,
+    ) -> Result<Tensor> {
+        let words = self.word_embeddings.forward(input_ids)?;
+        let types = self.token_type_embeddings.forward(token_type_ids)?;
+        let positions = self.position_embeddings.forward(positions)?;
+        self.layer_norm.forward(&((words + types)? + positions)?)
+    }
 }
 
 /// Multi-head self-attention (`attention.self`), with the query, key and
@@ -175,8 +260,8 @@ impl BertEmbeddings {
 /// kernel).
 #[derive(Debug, Clone)]
 pub struct BertSelfAttention {
-    /// `(hidden, 3·hidden)`: the transposed, concatenated weights.
-    qkv_t: Tensor,
+    /// `hidden → 3·hidden`: the concatenated weights.
+    qkv: Dense,
     qkv_bias: Tensor,
     num_heads: usize,
     head_dim: usize,
@@ -185,7 +270,7 @@ pub struct BertSelfAttention {
 impl BertSelfAttention {
     /// Loads `query`, `key`, `value` from `vb` (`vb.pp("self")`) and
     /// concatenates them.
-    pub fn load(vb: VarBuilder, cfg: &Config) -> Result<Self> {
+    pub fn load(vb: VarBuilder, cfg: &Config, precision: Precision) -> Result<Self> {
         let h = cfg.hidden_size;
         let parts = ["query", "key", "value"]
             .into_iter()
@@ -194,23 +279,22 @@ impl BertSelfAttention {
         let weight = Tensor::cat(&parts.iter().map(Linear::weight).collect::<Vec<_>>(), 0)?;
         let bias = Tensor::cat(&parts.iter().map(bias_of).collect::<Result<Vec<_>>>()?, 0)?;
         Ok(Self {
-            qkv_t: weight.t()?,
+            qkv: Dense::new(&weight, precision)?,
             qkv_bias: bias,
             num_heads: cfg.num_attention_heads,
             head_dim: cfg.head_dim(),
         })
     }
 
-    /// `xs`: `(batch·seq, hidden)` for `lengths.len()` texts of `seq`
-    /// positions, `lengths[i]` of them real (the rest right padding).
-    /// Returns `(batch·seq, hidden)`; padding rows are zero.
-    pub fn forward(&self, xs: &Tensor, seq: usize, lengths: &[usize]) -> Result<Tensor> {
-        let qkv = xs.matmul(&self.qkv_t)?;
-        let (rows, width) = qkv.dims2()?;
-        let qkv = qkv.reshape((lengths.len(), seq, width))?;
+    /// `xs`: `(rows, hidden)`, texts packed one after another
+    /// (`lengths[i]` rows each, `Σ lengths = rows`). Returns `(rows, hidden)`.
+    pub fn forward(&self, xs: &Tensor, lengths: &[usize]) -> Result<Tensor> {
+        use crate::profile::{Op, time};
+        let qkv = time(Op::QkvMatmul, || self.qkv.forward(xs))?;
         let scale = 1.0 / (self.head_dim as f32).sqrt();
-        crate::kernels::attention(&qkv, &self.qkv_bias, lengths, self.num_heads, scale)?
-            .reshape((rows, width / 3))
+        time(Op::Attention, || {
+            crate::kernels::attention(&qkv, &self.qkv_bias, lengths, self.num_heads, scale)
+        })
     }
 }
 
@@ -225,8 +309,8 @@ fn bias_of(l: &Linear) -> Result<Tensor> {
 /// (`attention.output` and `output`), the last three in one kernel.
 #[derive(Debug, Clone)]
 pub struct BertResidualOutput {
-    /// `(in_size, hidden)`: the transposed weight.
-    dense_t: Tensor,
+    /// `in_size → hidden`.
+    dense: Dense,
     /// `(3, hidden)`: the dense bias, the norm's weight and its bias.
     params: Tensor,
     eps: f32,
@@ -234,11 +318,16 @@ pub struct BertResidualOutput {
 
 impl BertResidualOutput {
     /// Loads `dense` (`in_size` → `hidden_size`) and `LayerNorm` from `vb`.
-    pub fn load(vb: VarBuilder, in_size: usize, cfg: &Config) -> Result<Self> {
+    pub fn load(
+        vb: VarBuilder,
+        in_size: usize,
+        cfg: &Config,
+        precision: Precision,
+    ) -> Result<Self> {
         let dense = linear(in_size, cfg.hidden_size, vb.pp("dense"))?;
         let norm = LayerNorm::load(vb.pp("LayerNorm"), cfg.hidden_size, cfg.layer_norm_eps)?;
         Ok(Self {
-            dense_t: dense.weight().t()?,
+            dense: Dense::new(dense.weight(), precision)?,
             params: Tensor::stack(&[bias_of(&dense)?, norm.weight, norm.bias], 0)?,
             eps: cfg.layer_norm_eps as f32,
         })
@@ -246,26 +335,45 @@ impl BertResidualOutput {
 
     /// `layer_norm(xs·Wᵀ + b + residual)`, on `(rows, ·)` matrices.
     pub fn forward(&self, xs: &Tensor, residual: &Tensor) -> Result<Tensor> {
-        let xs = xs.matmul(&self.dense_t)?;
-        crate::kernels::bias_residual_layer_norm(&xs, residual, &self.params, self.eps)
+        self.forward_timed(
+            xs,
+            residual,
+            crate::profile::Op::FfnDownMatmul,
+            crate::profile::Op::FfnOutNorm,
+        )
+    }
+
+    /// [`BertResidualOutput::forward`], its two steps profiled as `ops`.
+    fn forward_timed(
+        &self,
+        xs: &Tensor,
+        residual: &Tensor,
+        matmul: crate::profile::Op,
+        norm: crate::profile::Op,
+    ) -> Result<Tensor> {
+        use crate::profile::time;
+        let xs = time(matmul, || self.dense.forward(xs))?;
+        time(norm, || {
+            crate::kernels::bias_residual_layer_norm(&xs, residual, &self.params, self.eps)
+        })
     }
 }
 
 /// Feed-forward expansion with its activation (`intermediate`).
 #[derive(Debug, Clone)]
 pub struct BertIntermediate {
-    /// `(hidden, intermediate)`: the transposed weight.
-    dense_t: Tensor,
+    /// `hidden → intermediate`.
+    dense: Dense,
     bias: Tensor,
     activation: Activation,
 }
 
 impl BertIntermediate {
     /// Loads `dense` (`hidden_size` → `intermediate_size`) from `vb`.
-    pub fn load(vb: VarBuilder, cfg: &Config) -> Result<Self> {
+    pub fn load(vb: VarBuilder, cfg: &Config, precision: Precision) -> Result<Self> {
         let dense = linear(cfg.hidden_size, cfg.intermediate_size, vb.pp("dense"))?;
         Ok(Self {
-            dense_t: dense.weight().t()?,
+            dense: Dense::new(dense.weight(), precision)?,
             bias: bias_of(&dense)?,
             activation: cfg.hidden_act,
         })
@@ -275,11 +383,12 @@ impl BertIntermediate {
 impl Module for BertIntermediate {
     /// `(rows, hidden)` → `(rows, intermediate)`.
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
-        let xs = xs.matmul(&self.dense_t)?;
-        match self.activation {
+        use crate::profile::{Op, time};
+        let xs = time(Op::FfnUpMatmul, || self.dense.forward(xs))?;
+        time(Op::FfnGelu, || match self.activation {
             Activation::GeluErf => crate::kernels::bias_gelu(&xs, &self.bias),
             other => other.forward(&xs.broadcast_add(&self.bias)?),
-        }
+        })
     }
 }
 
@@ -294,24 +403,36 @@ pub struct BertLayer {
 
 impl BertLayer {
     /// Loads one layer from `vb` (`vb.pp("encoder.layer.N")`).
-    pub fn load(vb: VarBuilder, cfg: &Config) -> Result<Self> {
+    pub fn load(vb: VarBuilder, cfg: &Config, precision: Precision) -> Result<Self> {
         Ok(Self {
-            attention: BertSelfAttention::load(vb.pp("attention").pp("self"), cfg)?,
+            attention: BertSelfAttention::load(vb.pp("attention").pp("self"), cfg, precision)?,
             attention_output: BertResidualOutput::load(
                 vb.pp("attention").pp("output"),
                 cfg.hidden_size,
                 cfg,
+                precision,
             )?,
-            intermediate: BertIntermediate::load(vb.pp("intermediate"), cfg)?,
-            output: BertResidualOutput::load(vb.pp("output"), cfg.intermediate_size, cfg)?,
+            intermediate: BertIntermediate::load(vb.pp("intermediate"), cfg, precision)?,
+            output: BertResidualOutput::load(
+                vb.pp("output"),
+                cfg.intermediate_size,
+                cfg,
+                precision,
+            )?,
         })
     }
 
-    /// `(batch·seq, hidden)` → `(batch·seq, hidden)`; see
+    /// `(rows, hidden)` → `(rows, hidden)` for packed texts; see
     /// [`BertSelfAttention::forward`].
-    pub fn forward(&self, xs: &Tensor, seq: usize, lengths: &[usize]) -> Result<Tensor> {
-        let attended = self.attention.forward(xs, seq, lengths)?;
-        let xs = self.attention_output.forward(&attended, xs)?;
+    pub fn forward(&self, xs: &Tensor, lengths: &[usize]) -> Result<Tensor> {
+        use crate::profile::Op;
+        let attended = self.attention.forward(xs, lengths)?;
+        let xs = self.attention_output.forward_timed(
+            &attended,
+            xs,
+            Op::AttentionOutMatmul,
+            Op::AttentionOutNorm,
+        )?;
         let expanded = self.intermediate.forward(&xs)?;
         self.output.forward(&expanded, &xs)
     }
@@ -329,6 +450,12 @@ pub struct BertModel {
 impl BertModel {
     /// Loads the model from `vb`, whose root holds `embeddings.*` and `encoder.*`.
     pub fn load(vb: VarBuilder, cfg: &Config) -> Result<Self> {
+        Self::load_with_precision(vb, cfg, Precision::F32)
+    }
+
+    /// Like [`BertModel::load`], with the matrix products of every layer in
+    /// `precision` (the embeddings stay f32).
+    pub fn load_with_precision(vb: VarBuilder, cfg: &Config, precision: Precision) -> Result<Self> {
         if cfg.num_attention_heads == 0 || !cfg.hidden_size.is_multiple_of(cfg.num_attention_heads)
         {
             candle_core::bail!(
@@ -340,7 +467,7 @@ impl BertModel {
         let embeddings = BertEmbeddings::load(vb.pp("embeddings"), cfg)?;
         let vb_layers = vb.pp("encoder").pp("layer");
         let layers = (0..cfg.num_hidden_layers)
-            .map(|i| BertLayer::load(vb_layers.pp(i.to_string()), cfg))
+            .map(|i| BertLayer::load(vb_layers.pp(i.to_string()), cfg, precision))
             .collect::<Result<Vec<_>>>()?;
         Ok(Self {
             embeddings,
@@ -377,7 +504,8 @@ impl BertModel {
     }
 
     /// Like [`BertModel::forward`] with the mask given as the number of real
-    /// tokens of each row.
+    /// tokens of each row. The real tokens are packed and run through
+    /// [`BertModel::forward_packed`]; padding rows of the result are zero.
     pub fn forward_lengths(
         &self,
         input_ids: &Tensor,
@@ -391,24 +519,62 @@ impl BertModel {
                 lengths.len()
             );
         }
+        let ids = input_ids.to_vec2::<u32>()?;
+        let types = token_type_ids.to_vec2::<u32>()?;
+        let pack = |rows: &[Vec<u32>]| -> Vec<u32> {
+            rows.iter()
+                .zip(lengths)
+                .flat_map(|(r, &n)| r[..n].iter().copied())
+                .collect()
+        };
+        let packed = self.forward_packed(&pack(&ids), &pack(&types), lengths)?;
+        let width = packed.dim(1)?;
+        let packed = packed.flatten_all()?.to_vec1::<f32>()?;
+        let mut out = vec![0f32; b * t * width];
+        let mut at = 0;
+        for (i, &n) in lengths.iter().enumerate() {
+            out[i * t * width..(i * t + n) * width].copy_from_slice(&packed[at..at + n * width]);
+            at += n * width;
+        }
+        Tensor::from_vec(out, (b, t, width), &self.device)
+    }
+
+    /// Runs the encoder on texts packed one after another without padding:
+    /// `input_ids` and `token_type_ids` hold `Σ lengths` tokens, the first
+    /// `lengths[0]` of them the first text. Returns `(Σ lengths, hidden)`.
+    ///
+    /// Every row-wise step (projections, norms, GELU) runs on real tokens
+    /// only, and attention stays inside each text, so a batch may mix any
+    /// lengths at no padding cost.
+    pub fn forward_packed(
+        &self,
+        input_ids: &[u32],
+        token_type_ids: &[u32],
+        lengths: &[usize],
+    ) -> Result<Tensor> {
+        use crate::profile::{Op, time};
+        let rows: usize = lengths.iter().sum();
+        if input_ids.len() != rows || token_type_ids.len() != rows {
+            candle_core::bail!(
+                "{} ids and {} type ids for texts of {rows} tokens in all",
+                input_ids.len(),
+                token_type_ids.len()
+            );
+        }
         if self.dtype != DType::F32 {
             candle_core::bail!("the encoder runs in f32, not {:?}", self.dtype);
         }
-        let hidden = self.embeddings.forward(input_ids, token_type_ids)?;
-        let width = hidden.dim(2)?;
-        let mut xs = hidden.reshape((b * t, width))?;
+        let mut xs = time(Op::Embeddings, || {
+            let positions: Vec<u32> = lengths.iter().flat_map(|&n| 0..n as u32).collect();
+            let d = &self.device;
+            self.embeddings.forward_packed(
+                &Tensor::from_slice(input_ids, rows, d)?,
+                &Tensor::from_slice(token_type_ids, rows, d)?,
+                &Tensor::from_vec(positions, rows, d)?,
+            )
+        })?;
         for layer in &self.layers {
-            xs = layer.forward(&xs, t, lengths)?;
-        }
-        let mut xs = xs.reshape((b, t, width))?;
-        if lengths.iter().any(|&n| n < t) {
-            // Zero the padding rows so that no caller reads stale numbers.
-            let keep: Vec<f32> = lengths
-                .iter()
-                .flat_map(|&n| (0..t).map(move |j| if j < n { 1.0 } else { 0.0 }))
-                .collect();
-            let keep = Tensor::from_vec(keep, (b, t, 1), &self.device)?;
-            xs = xs.broadcast_mul(&keep)?;
+            xs = layer.forward(&xs, lengths)?;
         }
         Ok(xs)
     }

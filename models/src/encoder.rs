@@ -2,12 +2,12 @@
 
 use std::path::{Path, PathBuf};
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
 use sha2::{Digest, Sha256};
 use tokenizers::{Encoding, PostProcessor, Tokenizer, TruncationDirection};
 
-use crate::bert::{BertModel, Config};
+use crate::bert::{BertModel, Config, Precision};
 use crate::error::Error;
 
 /// File name of the model configuration inside a model directory.
@@ -24,15 +24,23 @@ pub struct EncodeOptions {
     /// texts are truncated (and reported in [`EncodeStats::truncated`]).
     /// sentence-transformers' `max_seq_length` for all-MiniLM-L6-v2 is 256.
     pub max_tokens: usize,
-    /// Number of texts per forward pass.
+    /// Most texts per forward pass.
     pub batch_size: usize,
+    /// Most tokens per forward pass (texts are packed without padding, so
+    /// this is the row count of every matrix product); a text longer than
+    /// it runs alone.
+    pub batch_tokens: usize,
+    /// Precision of the matrix products.
+    pub precision: Precision,
 }
 
 impl Default for EncodeOptions {
     fn default() -> Self {
         Self {
             max_tokens: 256,
-            batch_size: 32,
+            batch_size: 256,
+            batch_tokens: 1024,
+            precision: Precision::F32,
         }
     }
 }
@@ -62,7 +70,8 @@ pub struct EncodeStats {
     /// Real tokens fed to the model (after truncation, special tokens
     /// included, padding excluded).
     pub tokens: usize,
-    /// Padding positions added to make each batch rectangular.
+    /// Padding positions computed. Texts are packed without padding, so
+    /// this stays 0; kept so that receipts can show it.
     pub padded_tokens: usize,
     /// Indices (into the input) of the texts that were longer than
     /// [`EncodeOptions::max_tokens`] and were cut to it, ascending.
@@ -126,9 +135,9 @@ impl Encoder {
             })?;
         validate_config(&config, &config_path)?;
 
-        if options.batch_size == 0 {
+        if options.batch_size == 0 || options.batch_tokens == 0 {
             return Err(Error::InvalidOptions {
-                reason: "batch_size must be at least 1".into(),
+                reason: "batch_size and batch_tokens must be at least 1".into(),
             });
         }
 
@@ -181,7 +190,8 @@ impl Encoder {
         } else {
             vb
         };
-        let model = BertModel::load(vb, &config).map_err(load_err)?;
+        let model =
+            BertModel::load_with_precision(vb, &config, options.precision).map_err(load_err)?;
 
         Ok(Self {
             model,
@@ -192,6 +202,11 @@ impl Encoder {
             dir: dir.to_path_buf(),
             added_tokens,
         })
+    }
+
+    /// Sets the token budget of a forward pass (at least 1).
+    pub fn set_batch_tokens(&mut self, batch_tokens: usize) {
+        self.options.batch_tokens = batch_tokens.max(1);
     }
 
     /// Returns the encoder with another batch size (at least 1).
@@ -262,10 +277,22 @@ impl Encoder {
             token_counts: Vec::with_capacity(texts.len()),
             ..EncodeStats::default()
         };
+        // Tokenise on every core: the tokenizer is shared read-only.
+        let tokenized: Vec<Result<(Encoding, usize), Error>> =
+            crate::profile::time(crate::profile::Op::Tokenize, || {
+                use rayon::prelude::*;
+                texts
+                    .par_iter()
+                    .enumerate()
+                    .map(|(index, text)| {
+                        let with_offsets = spans.get(index).is_some_and(|s| !s.is_empty());
+                        self.tokenize(text, index, with_offsets)
+                    })
+                    .collect()
+            });
         let mut encodings = Vec::with_capacity(texts.len());
-        for (index, text) in texts.iter().enumerate() {
-            let with_offsets = spans.get(index).is_some_and(|s| !s.is_empty());
-            let (encoding, full_len) = self.tokenize(text, index, with_offsets)?;
+        for (index, result) in tokenized.into_iter().enumerate() {
+            let (encoding, full_len) = result?;
             stats.token_counts.push(full_len);
             if full_len > encoding.len() {
                 stats.truncated.push(index);
@@ -281,31 +308,47 @@ impl Encoder {
         let dim = self.dim();
         let mut embeddings = vec![Vec::new(); texts.len()];
         let mut span_vectors: Vec<Vec<Option<Vec<f32>>>> = vec![Vec::new(); texts.len()];
-        for chunk in order.chunks(self.options.batch_size) {
+        let mut start = 0;
+        while start < order.len() {
+            // Texts up to the token budget (at least one) and the count limit.
+            let mut end = start;
+            let mut tokens = 0;
+            while end < order.len() && end - start < self.options.batch_size {
+                let len = encodings[order[end]].len();
+                if end > start && tokens + len > self.options.batch_tokens {
+                    break;
+                }
+                tokens += len;
+                end += 1;
+            }
+            let chunk = &order[start..end];
+            start = end;
             let batch: Vec<&Encoding> = chunk.iter().map(|&i| &encodings[i]).collect();
-            let seq_len = batch.iter().map(|e| e.len()).max().unwrap_or(0);
-            stats.padded_tokens += batch.iter().map(|e| seq_len - e.len()).sum::<usize>();
             stats.batches += 1;
             let hidden = self
-                .forward_batch(&batch, seq_len)
+                .forward_batch(&batch)
                 .map_err(|source| Error::Forward {
                     texts: batch.len(),
-                    seq_len,
+                    seq_len: batch.iter().map(|e| e.len()).max().unwrap_or(0),
                     source,
                 })?;
-            for (row, &i) in chunk.iter().enumerate() {
-                let states = &hidden[row * seq_len * dim..(row + 1) * seq_len * dim];
-                let encoding = &encodings[i];
-                let mut v = mean_rows(states, dim, 0..encoding.len());
-                normalize(&mut v);
-                embeddings[i] = v;
-                if let Some(text_spans) = spans.get(i) {
-                    span_vectors[i] = text_spans
-                        .iter()
-                        .map(|&span| span_vector(states, dim, encoding, span))
-                        .collect();
+            crate::profile::time(crate::profile::Op::Pooling, || {
+                let mut at = 0;
+                for &i in chunk {
+                    let encoding = &encodings[i];
+                    let states = &hidden[at * dim..(at + encoding.len()) * dim];
+                    at += encoding.len();
+                    let mut v = mean_rows(states, dim, 0..encoding.len());
+                    normalize(&mut v);
+                    embeddings[i] = v;
+                    if let Some(text_spans) = spans.get(i) {
+                        span_vectors[i] = text_spans
+                            .iter()
+                            .map(|&span| span_vector(states, dim, encoding, span))
+                            .collect();
+                    }
                 }
-            }
+            });
         }
         Ok(Encoded {
             embeddings,
@@ -348,25 +391,17 @@ impl Encoder {
         Ok((encoding, full_len))
     }
 
-    /// Pads the batch to `seq_len` and runs BERT; returns the last hidden
-    /// states, `(batch, seq_len, dim)` flattened.
-    fn forward_batch(&self, batch: &[&Encoding], seq_len: usize) -> candle_core::Result<Vec<f32>> {
-        let device = self.model.device();
-        let n = batch.len();
-        let pad = self.config.pad_token_id;
-        let mut ids = Vec::with_capacity(n * seq_len);
-        let mut type_ids = Vec::with_capacity(n * seq_len);
-        for encoding in batch {
-            let len = encoding.len();
-            ids.extend_from_slice(encoding.get_ids());
-            ids.extend(std::iter::repeat_n(pad, seq_len - len));
-            type_ids.extend_from_slice(encoding.get_type_ids());
-            type_ids.extend(std::iter::repeat_n(0u32, seq_len - len));
-        }
+    /// Packs the batch's tokens one text after another and runs BERT;
+    /// returns the last hidden states, `(Σ lengths, dim)` flattened.
+    fn forward_batch(&self, batch: &[&Encoding]) -> candle_core::Result<Vec<f32>> {
+        let ids: Vec<u32> = batch.iter().flat_map(|e| e.get_ids()).copied().collect();
+        let type_ids: Vec<u32> = batch
+            .iter()
+            .flat_map(|e| e.get_type_ids())
+            .copied()
+            .collect();
         let lengths: Vec<usize> = batch.iter().map(|e| e.len()).collect();
-        let ids = Tensor::from_vec(ids, (n, seq_len), device)?;
-        let type_ids = Tensor::from_vec(type_ids, (n, seq_len), device)?;
-        let hidden = self.model.forward_lengths(&ids, &type_ids, &lengths)?;
+        let hidden = self.model.forward_packed(&ids, &type_ids, &lengths)?;
         hidden.flatten_all()?.to_vec1::<f32>()
     }
 }

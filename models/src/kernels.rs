@@ -11,11 +11,10 @@
 //!   Cephes' `expf`, relative error about 2e-7).
 //! - [`attention`]: scaled dot-product attention read straight from the
 //!   fused `[q | k | v]` projection, one pass per query row: scores against
-//!   the real keys only (padding keys are skipped, not masked with −∞),
-//!   softmax with a vectorisable `exp`, and the weighted sum of values,
-//!   written in `(batch, seq, hidden)` order. Padding query rows are left
-//!   zero: nothing reads them (pooling and the other layers' row-wise ops
-//!   never mix rows). Texts run in parallel.
+//!   the keys of the same text only (texts are packed one after another,
+//!   with no padding to mask), softmax with a vectorisable `exp`, and the
+//!   weighted sum of values, written in `(rows, hidden)` order. Texts run
+//!   in parallel.
 //!
 //! - [`bias_gelu`] and [`bias_residual_layer_norm`]: the epilogues of the
 //!   feed-forward and output projections in one pass each, so that a
@@ -108,87 +107,95 @@ impl CustomOp2 for Attention<'_> {
     ) -> Result<(CpuStorage, Shape)> {
         let qkv = contiguous_f32("attention", s1, l1)?;
         let bias = contiguous_f32("attention bias", s2, l2)?;
-        let (b, t, three_h) = l1.shape().dims3()?;
+        let (rows, three_h) = l1.shape().dims2()?;
         if three_h % 3 != 0
             || (three_h / 3) % self.heads != 0
-            || self.lengths.len() != b
+            || self.lengths.iter().sum::<usize>() != rows
             || bias.len() != three_h
         {
             candle_core::bail!(
-                "attention: shape ({b}, {t}, {three_h}) does not fit {} heads, {} lengths and a bias of {}",
+                "attention: shape ({rows}, {three_h}) does not fit {} heads, lengths summing to {} and a bias of {}",
                 self.heads,
-                self.lengths.len(),
+                self.lengths.iter().sum::<usize>(),
                 bias.len()
             );
         }
         let hidden = three_h / 3;
         let d = hidden / self.heads;
-        let mut out = vec![0f32; b * t * hidden];
-        out.par_chunks_mut(t * hidden)
-            .zip(qkv.par_chunks(t * three_h))
-            .zip(self.lengths.par_iter())
-            .for_each(|((out, qkv), &len)| {
-                let len = len.min(t);
-                let mut scores = vec![0f32; len];
-                // One head's keys, transposed (d rows of len), and values
-                // (len rows of d), biases added.
-                let mut kt = vec![0f32; d * len];
-                let mut v = vec![0f32; len * d];
-                let mut q = vec![0f32; d];
-                for h in 0..self.heads {
-                    let (qo, ko, vo) = (h * d, hidden + h * d, 2 * hidden + h * d);
-                    for j in 0..len {
-                        let row = &qkv[j * three_h..(j + 1) * three_h];
-                        for c in 0..d {
-                            kt[c * len + j] = row[ko + c] + bias[ko + c];
-                        }
-                        for ((v, &x), &bv) in v[j * d..(j + 1) * d]
-                            .iter_mut()
-                            .zip(&row[vo..vo + d])
-                            .zip(&bias[vo..vo + d])
-                        {
-                            *v = x + bv;
+        let mut out = vec![0f32; rows * hidden];
+        // One (output, input) pair of slices per text, in parallel.
+        let mut texts: Vec<(&mut [f32], &[f32])> = Vec::with_capacity(self.lengths.len());
+        let (mut rest_out, mut rest_in) = (out.as_mut_slice(), qkv);
+        for &len in self.lengths {
+            let (o, ro) = rest_out.split_at_mut(len * hidden);
+            let (i, ri) = rest_in.split_at(len * three_h);
+            texts.push((o, i));
+            (rest_out, rest_in) = (ro, ri);
+        }
+        texts.into_par_iter().for_each(|(out, qkv)| {
+            let len = qkv.len() / three_h;
+            let mut scores = vec![0f32; len];
+            // One head's keys, transposed (d rows of len), and values
+            // (len rows of d), biases added.
+            let mut kt = vec![0f32; d * len];
+            let mut v = vec![0f32; len * d];
+            let mut q = vec![0f32; d];
+            for h in 0..self.heads {
+                let (qo, ko, vo) = (h * d, hidden + h * d, 2 * hidden + h * d);
+                for j in 0..len {
+                    let row = &qkv[j * three_h..(j + 1) * three_h];
+                    for c in 0..d {
+                        kt[c * len + j] = row[ko + c] + bias[ko + c];
+                    }
+                    for ((v, &x), &bv) in v[j * d..(j + 1) * d]
+                        .iter_mut()
+                        .zip(&row[vo..vo + d])
+                        .zip(&bias[vo..vo + d])
+                    {
+                        *v = x + bv;
+                    }
+                }
+                for i in 0..len {
+                    let row = &qkv[i * three_h + qo..i * three_h + qo + d];
+                    for ((q, &x), &bq) in q.iter_mut().zip(row).zip(&bias[qo..qo + d]) {
+                        *q = (x + bq) * self.scale;
+                    }
+                    scores.fill(0.0);
+                    for (c, &qc) in q.iter().enumerate() {
+                        for (s, &k) in scores.iter_mut().zip(&kt[c * len..(c + 1) * len]) {
+                            *s += qc * k;
                         }
                     }
-                    for i in 0..len {
-                        let row = &qkv[i * three_h + qo..i * three_h + qo + d];
-                        for ((q, &x), &bq) in q.iter_mut().zip(row).zip(&bias[qo..qo + d]) {
-                            *q = (x + bq) * self.scale;
-                        }
-                        scores.fill(0.0);
-                        for (c, &qc) in q.iter().enumerate() {
-                            for (s, &k) in scores.iter_mut().zip(&kt[c * len..(c + 1) * len]) {
-                                *s += qc * k;
-                            }
-                        }
-                        let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                        let mut sum = 0f32;
-                        for s in scores.iter_mut() {
-                            *s = exp(*s - max);
-                            sum += *s;
-                        }
-                        let inv = 1.0 / sum;
-                        let o = &mut out[i * hidden + h * d..i * hidden + h * d + d];
-                        for (j, &p) in scores.iter().enumerate() {
-                            let w = p * inv;
-                            for (o, &v) in o.iter_mut().zip(&v[j * d..(j + 1) * d]) {
-                                *o += w * v;
-                            }
+                    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    let mut sum = 0f32;
+                    for s in scores.iter_mut() {
+                        *s = exp(*s - max);
+                        sum += *s;
+                    }
+                    let inv = 1.0 / sum;
+                    let o = &mut out[i * hidden + h * d..i * hidden + h * d + d];
+                    for (j, &p) in scores.iter().enumerate() {
+                        let w = p * inv;
+                        for (o, &v) in o.iter_mut().zip(&v[j * d..(j + 1) * d]) {
+                            *o += w * v;
                         }
                     }
                 }
-            });
-        Ok((CpuStorage::F32(out), Shape::from_dims(&[b, t, hidden])))
+            }
+        });
+        Ok((CpuStorage::F32(out), Shape::from_dims(&[rows, hidden])))
     }
 }
 
-/// Multi-head scaled dot-product attention from a fused projection.
+/// Multi-head scaled dot-product attention from a fused projection, over
+/// texts packed one after another without padding.
 ///
-/// `qkv`: `(batch, seq, 3·hidden)` f32, the query, key and value
-/// projections side by side before their `bias` (`3·hidden`) is added;
-/// `lengths[i]`: the real tokens of text `i` (keys and queries past it are
-/// padding). Returns `(batch, seq, hidden)` with heads concatenated, as
-/// BERT's `attention.self` does; padding rows are zero.
+/// `qkv`: `(rows, 3·hidden)` f32, the query, key and value projections side
+/// by side before their `bias` (`3·hidden`) is added; the first
+/// `lengths[0]` rows are the first text, the next `lengths[1]` the second,
+/// and so on (`Σ lengths = rows`). A text attends to its own rows only.
+/// Returns `(rows, hidden)` with heads concatenated, as BERT's
+/// `attention.self` does.
 pub fn attention(
     qkv: &Tensor,
     bias: &Tensor,
@@ -425,10 +432,32 @@ mod tests {
         let bias = Tensor::randn(0f32, 1.0, 3 * heads * d, &dev).unwrap();
         let lengths = [7, 3, 5];
         let scale = 1.0 / (d as f64).sqrt();
-        let ours = attention(&qkv, &bias, &lengths, heads, scale as f32)
+        // The kernel takes the real rows of each text packed together.
+        let packed: Vec<Tensor> = lengths
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| qkv.get(i).unwrap().narrow(0, 0, n).unwrap())
+            .collect();
+        let packed = Tensor::cat(&packed, 0).unwrap();
+        let flat = attention(&packed, &bias, &lengths, heads, scale as f32)
             .unwrap()
-            .to_vec3::<f32>()
+            .to_vec2::<f32>()
             .unwrap();
+        let mut rows = flat.into_iter();
+        let ours: Vec<Vec<Vec<f32>>> = lengths
+            .iter()
+            .map(|&n| {
+                (0..t)
+                    .map(|j| {
+                        if j < n {
+                            rows.next().unwrap()
+                        } else {
+                            vec![0.0; heads * d]
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
         let with_bias = qkv.broadcast_add(&bias).unwrap();
         let theirs = reference(&with_bias, &lengths, heads, scale)
             .to_vec3::<f32>()

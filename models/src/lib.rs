@@ -47,7 +47,10 @@ mod error;
 pub mod heads;
 pub mod kernels;
 pub mod metrics;
+pub mod profile;
+pub mod quant;
 
+pub use bert::Precision;
 pub use encoder::{
     CONFIG_FILE, EncodeOptions, EncodeStats, Encoded, Encoder, TOKENIZER_FILE, WEIGHTS_FILE,
 };

@@ -19,7 +19,7 @@ use foldhash::{HashMap, HashMapExt};
 use sha2::{Digest as _, Sha256};
 use tomlite_models::heads::Heads;
 use tomlite_models::metrics::{argmax, sigmoid_t, softmax_t};
-use tomlite_models::{EncodeStats, Encoder};
+use tomlite_models::{EncodeStats, Encoder, Precision};
 
 use crate::annotation::{
     AnnotateError, Annotated, Annotation, Annotator, AnnotatorInfo, EdgeCandidate, Quote, Scored,
@@ -77,6 +77,9 @@ pub struct ClassifierStats {
     pub texts_encoded: u64,
     /// Texts that were identical to another in the same batch and reused.
     pub texts_deduplicated: u64,
+    /// Texts scored earlier in the run (another batch) and taken from the
+    /// run's score cache instead of the encoder.
+    pub texts_cached: u64,
     /// Real tokens encoded.
     pub tokens: u64,
     /// Padding tokens encoded.
@@ -104,6 +107,8 @@ pub struct Classifier {
     /// memory written before its record (evaluation on labeled data, where
     /// every record is in the pool).
     memory_times: Option<HashMap<String, String>>,
+    /// Scores of the texts seen so far in this run, by text hash.
+    cache: ScoreCache,
     /// What the encoder did so far.
     pub stats: ClassifierStats,
 }
@@ -141,6 +146,48 @@ pub struct Scores {
     pub unknown: Vec<(Candidate, f32)>,
 }
 
+/// A text's identity in the score cache: the first 16 bytes of its sha256.
+type TextKey = [u8; 16];
+
+fn text_key(text: &str) -> TextKey {
+    let digest = Sha256::digest(text.as_bytes());
+    let mut key = [0u8; 16];
+    key.copy_from_slice(&digest[..16]);
+    key
+}
+
+/// Scores of recently seen texts, bounded: two generations of at most
+/// [`ScoreCache::GENERATION`] entries each; when the young one is full the
+/// old one is dropped and the young one ages. A text seen again within
+/// about that many distinct texts is found, and memory stays flat whatever
+/// the input size (an entry is about 2 KB: 32k entries at most, ≈ 64 MB).
+#[derive(Default)]
+pub struct ScoreCache {
+    young: HashMap<TextKey, Scores>,
+    old: HashMap<TextKey, Scores>,
+}
+
+impl ScoreCache {
+    /// Entries per generation.
+    pub const GENERATION: usize = 16_384;
+
+    fn get(&mut self, key: &TextKey) -> Option<&Scores> {
+        if !self.young.contains_key(key)
+            && let Some(s) = self.old.remove(key)
+        {
+            self.insert(*key, s);
+        }
+        self.young.get(key)
+    }
+
+    fn insert(&mut self, key: TextKey, scores: Scores) {
+        if self.young.len() >= Self::GENERATION {
+            self.old = std::mem::take(&mut self.young);
+        }
+        self.young.insert(key, scores);
+    }
+}
+
 /// Tom_kinds whose tags look for an earlier memory to link to.
 pub const MEMORY_LINK_KINDS: [&str; 2] = ["unresolved_thread", "goal"];
 
@@ -150,14 +197,25 @@ fn to_f32(v: Vec<f64>) -> Vec<f32> {
 
 impl Classifier {
     /// Loads the encoder from `model_dir` and the heads from `heads_dir`.
+    ///
+    /// `precision` is the encoder's ([`Precision`]); an int8 encoder is
+    /// another annotator (its identity says so), as its scores differ from
+    /// the f32 ones in the third decimal.
     pub fn load(
         model_dir: &Path,
         heads_dir: &Path,
         abstain_below: f64,
+        precision: Precision,
     ) -> Result<Self, ClassifierError> {
-        let encoder = Encoder::load(model_dir).map_err(|source| ClassifierError::Load {
-            dir: model_dir.to_path_buf(),
-            source: Box::new(source),
+        let options = tomlite_models::EncodeOptions {
+            precision,
+            ..tomlite_models::EncodeOptions::default()
+        };
+        let encoder = Encoder::load_with_options(model_dir, options).map_err(|source| {
+            ClassifierError::Load {
+                dir: model_dir.to_path_buf(),
+                source: Box::new(source),
+            }
         })?;
         let heads = Heads::load(heads_dir).map_err(|source| ClassifierError::Load {
             dir: heads_dir.to_path_buf(),
@@ -177,9 +235,17 @@ impl Classifier {
         h.update(heads_sha.as_bytes());
         h.update(abstain_below.to_le_bytes());
         h.update(SECOND_KIND_MIN.to_le_bytes());
+        // f32 keeps the identity it had before precision was selectable.
+        let id_prefix = match precision {
+            Precision::F32 => "minilm-l6",
+            Precision::Int8 => {
+                h.update(precision.as_str().as_bytes());
+                "minilm-l6-int8"
+            }
+        };
         let sha256 = hex::encode(h.finalize());
         Ok(Self {
-            id: format!("minilm-l6+heads@{}", &sha256[..12]),
+            id: format!("{id_prefix}+heads@{}", &sha256[..12]),
             digest: truncate(&hex::decode(&sha256).unwrap_or_default()),
             sha256,
             encoder,
@@ -188,12 +254,15 @@ impl Classifier {
             linker: None,
             memories: MemoryIndex::default(),
             memory_times: None,
+            cache: ScoreCache::default(),
             stats: ClassifierStats::default(),
         })
     }
 
     /// Links mentions of `registry`'s nodes from now on.
     pub fn set_registry(&mut self, registry: &Registry) {
+        // Mentions depend on the registry: earlier scores no longer hold.
+        self.cache = ScoreCache::default();
         self.linker = Some(Linker::new(registry));
     }
 
@@ -241,7 +310,29 @@ impl Classifier {
     /// token states over the sentence ([`Encoder::encode_with_spans`]).
     /// Sentences past the encoder's window (long, truncated texts) are
     /// encoded on their own.
+    ///
+    /// A text scored earlier in the run (templated summaries repeat across
+    /// a night) comes from the run's cache ([`ScoreCache`]): the scores are
+    /// a function of the text alone, so it is not encoded again.
     pub fn score(&mut self, texts: &[&str]) -> Result<Vec<Scores>, tomlite_models::Error> {
+        let keys: Vec<TextKey> = texts.iter().map(|t| text_key(t)).collect();
+        let mut out: Vec<Option<Scores>> =
+            keys.iter().map(|k| self.cache.get(k).cloned()).collect();
+        let missing: Vec<usize> = (0..texts.len()).filter(|&i| out[i].is_none()).collect();
+        self.stats.texts_cached += (texts.len() - missing.len()) as u64;
+        if !missing.is_empty() {
+            let todo: Vec<&str> = missing.iter().map(|&i| texts[i]).collect();
+            let fresh = self.score_uncached(&todo)?;
+            for (&i, scores) in missing.iter().zip(fresh) {
+                self.cache.insert(keys[i], scores.clone());
+                out[i] = Some(scores);
+            }
+        }
+        Ok(out.into_iter().flatten().collect())
+    }
+
+    /// [`Classifier::score`] without the cache.
+    fn score_uncached(&mut self, texts: &[&str]) -> Result<Vec<Scores>, tomlite_models::Error> {
         let spans: Vec<Vec<(usize, usize)>> = texts.iter().map(|t| sentences(t)).collect();
         // Every distinct text once.
         let mut index: HashMap<&str, usize> = HashMap::new();

@@ -159,6 +159,10 @@ struct ModelArgs {
     /// Trained heads directory (heads.safetensors, card.json).
     #[arg(long, env = "TOMLITE_HEADS_DIR")]
     heads_dir: Option<PathBuf>,
+    /// Precision of the encoder's matrix products: f32, or int8 weights
+    /// with integer activations (see models/PERF.md).
+    #[arg(long, env = "TOMLITE_PRECISION", default_value_t = tomlite_models::EncodeOptions::default().precision)]
+    precision: tomlite_models::Precision,
 }
 
 impl ModelArgs {
@@ -175,7 +179,13 @@ impl ModelArgs {
 
     fn load(&self, policy: &Policy) -> Result<Classifier, Failure> {
         let (m, h) = self.dirs();
-        Classifier::load(&m, &h, policy.classifier_policy.abstain_below).map_err(Failure::config)
+        Classifier::load(
+            &m,
+            &h,
+            policy.classifier_policy.abstain_below,
+            self.precision,
+        )
+        .map_err(Failure::config)
     }
 }
 
@@ -1009,16 +1019,41 @@ fn cmd_annotate(args: AnnotateArgs) -> Result<(), Failure> {
     let secs = started.elapsed().as_secs_f64();
     let st = &clf.stats;
     eprintln!(
-        "tomlite annotate: {n} records ({rejected} rejected) in {secs:.1}s: {:.1} records/s, {:.0} tokens/s; {} texts encoded ({} reused), {} tokens + {} padding, {} truncated to the encoder limit",
+        "tomlite annotate: {n} records ({rejected} rejected) in {secs:.1}s: {:.1} records/s, {:.0} tokens/s; {} texts encoded ({} reused in their batch, {} from earlier batches), {} tokens + {} padding, {} truncated to the encoder limit",
         n as f64 / secs.max(1e-9),
         st.tokens as f64 / secs.max(1e-9),
         st.texts_encoded,
         st.texts_deduplicated,
+        st.texts_cached,
         st.tokens,
         st.padded_tokens,
         st.truncated_texts
     );
+    if tomlite_models::profile::enabled() {
+        print_profile(secs);
+    }
     Ok(())
+}
+
+/// The per-operation wall-clock times of `TOMLITE_PROFILE=1` runs, on stderr.
+fn print_profile(total: f64) {
+    let ops = tomlite_models::profile::totals();
+    let encoder: f64 = ops.iter().map(|(_, s, _)| s).sum();
+    eprintln!("tomlite profile (wall-clock seconds per operation):");
+    for (op, secs, calls) in &ops {
+        eprintln!(
+            "  {:<36} {secs:>8.3} s {:>5.1} %  {calls:>6} calls",
+            op.name(),
+            100.0 * secs / total.max(1e-9)
+        );
+    }
+    eprintln!(
+        "  {:<36} {:>8.3} s {:>5.1} %",
+        "rest (heads, quotes, edges, I/O)",
+        total - encoder,
+        100.0 * (total - encoder) / total.max(1e-9)
+    );
+    eprintln!("  {:<36} {total:>8.3} s", "total");
 }
 
 fn cmd_train(args: TrainArgs) -> Result<(), Failure> {

@@ -147,7 +147,8 @@ fn tiny_model_loads_and_encodes_unit_vectors() {
     // [CLS] the cat sat on the mat . [SEP]; [CLS] sam likes dog ##s [SEP]
     assert_eq!(out.stats.token_counts, vec![9, 6]);
     assert_eq!(out.stats.tokens, 15);
-    assert_eq!(out.stats.padded_tokens, 3);
+    // Packed: no padding is computed.
+    assert_eq!(out.stats.padded_tokens, 0);
     assert_eq!(out.stats.batches, 1);
     assert!(out.stats.truncated.is_empty());
     assert!(cosine(&out.embeddings[0], &out.embeddings[1]) < 0.9999);
@@ -187,6 +188,31 @@ fn batching_and_padding_do_not_change_vectors_or_order() {
             assert_close(got, want, &format!("batch size {batch_size}, text {i}"));
         }
     }
+    // A token budget packs texts of any lengths together; a text over it
+    // runs alone.
+    encoder.set_batch_size(256);
+    let mut lengths = encoder.encode(&texts).expect("encode").stats.token_counts;
+    lengths.sort_unstable_by(|a, b| b.cmp(a));
+    for budget in [1, 12, 4096] {
+        // Longest first, a batch closes before the text that would pass the budget.
+        let mut batches = 0;
+        let mut used = budget;
+        for &n in &lengths {
+            if used + n > budget {
+                batches += 1;
+                used = 0;
+            }
+            used += n;
+        }
+        encoder.set_batch_tokens(budget);
+        let out = encoder.encode(&texts).expect("encode all");
+        assert_eq!(out.stats.batches, batches, "budget {budget}");
+        assert!(budget != 1 || batches == texts.len());
+        assert!(budget != 4096 || batches == 1);
+        for (i, (got, want)) in out.embeddings.iter().zip(&alone).enumerate() {
+            assert_close(got, want, &format!("token budget {budget}, text {i}"));
+        }
+    }
 }
 
 #[test]
@@ -195,6 +221,7 @@ fn long_texts_are_truncated_and_reported() {
     let options = EncodeOptions {
         max_tokens: 6,
         batch_size: 2,
+        ..EncodeOptions::default()
     };
     let encoder = Encoder::load_with_options(dir.path(), options).expect("load");
     let long = "the cat sat on the mat";
@@ -302,6 +329,7 @@ fn spans_pool_the_texts_own_token_states() {
     let options = EncodeOptions {
         max_tokens: 8,
         batch_size: 4,
+        ..EncodeOptions::default()
     };
     let encoder = Encoder::load_with_options(dir.path(), options).expect("load");
     // "the cat sat" (bytes 0..11), "on the mat" (12..22), "a dog" (23..28);
