@@ -134,10 +134,14 @@ impl CustomOp2 for Attention<'_> {
         }
         texts.into_par_iter().for_each(|(out, qkv)| {
             let len = qkv.len() / three_h;
-            let mut scores = vec![0f32; len];
-            // One head's keys, transposed (d rows of len), and values
+            // Keys are laid out in rows of `width` (len rounded up to a
+            // whole register, zero-filled), so that every score loop runs
+            // on full AVX2 vectors with no scalar remainder.
+            let width = len.div_ceil(LANES) * LANES;
+            let mut scores = vec![0f32; width];
+            // One head's keys, transposed (d rows of width), and values
             // (len rows of d), biases added.
-            let mut kt = vec![0f32; d * len];
+            let mut kt = vec![0f32; d * width];
             let mut v = vec![0f32; len * d];
             let mut q = vec![0f32; d];
             for h in 0..self.heads {
@@ -145,7 +149,7 @@ impl CustomOp2 for Attention<'_> {
                 for j in 0..len {
                     let row = &qkv[j * three_h..(j + 1) * three_h];
                     for c in 0..d {
-                        kt[c * len + j] = row[ko + c] + bias[ko + c];
+                        kt[c * width + j] = row[ko + c] + bias[ko + c];
                     }
                     for ((v, &x), &bv) in v[j * d..(j + 1) * d]
                         .iter_mut()
@@ -161,22 +165,22 @@ impl CustomOp2 for Attention<'_> {
                         *q = (x + bq) * self.scale;
                     }
                     scores.fill(0.0);
-                    for (c, &qc) in q.iter().enumerate() {
-                        for (s, &k) in scores.iter_mut().zip(&kt[c * len..(c + 1) * len]) {
+                    for (&qc, keys) in q.iter().zip(kt.chunks_exact(width)) {
+                        for (s, &k) in scores.iter_mut().zip(keys) {
                             *s += qc * k;
                         }
                     }
-                    let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                    let mut sum = 0f32;
-                    for s in scores.iter_mut() {
+                    let real = &mut scores[..len];
+                    let max = real.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    // exp in its own loop (it vectorises); the sum after.
+                    for s in real.iter_mut() {
                         *s = exp(*s - max);
-                        sum += *s;
                     }
-                    let inv = 1.0 / sum;
+                    let inv = 1.0 / lane_sum(real);
                     let o = &mut out[i * hidden + h * d..i * hidden + h * d + d];
-                    for (j, &p) in scores.iter().enumerate() {
+                    for (&p, v) in real.iter().zip(v.chunks_exact(d)) {
                         let w = p * inv;
-                        for (o, &v) in o.iter_mut().zip(&v[j * d..(j + 1) * d]) {
+                        for (o, &v) in o.iter_mut().zip(v) {
                             *o += w * v;
                         }
                     }

@@ -109,6 +109,9 @@ pub struct Classifier {
     memory_times: Option<HashMap<String, String>>,
     /// Scores of the texts seen so far in this run, by text hash.
     cache: ScoreCache,
+    /// Embeddings of sentences encoded on their own (past a truncated
+    /// text's window) so far in this run, by sentence hash.
+    sentence_cache: Generations<Vec<f32>>,
     /// What the encoder did so far.
     pub stats: ClassifierStats,
 }
@@ -156,35 +159,47 @@ fn text_key(text: &str) -> TextKey {
     key
 }
 
-/// Scores of recently seen texts, bounded: two generations of at most
-/// [`ScoreCache::GENERATION`] entries each; when the young one is full the
-/// old one is dropped and the young one ages. A text seen again within
-/// about that many distinct texts is found, and memory stays flat whatever
-/// the input size (an entry is about 2 KB: 32k entries at most, ≈ 64 MB).
-#[derive(Default)]
-pub struct ScoreCache {
-    young: HashMap<TextKey, Scores>,
-    old: HashMap<TextKey, Scores>,
+/// Scores of recently seen texts, by text hash.
+pub type ScoreCache = Generations<Scores>;
+
+/// A bounded map of recently used entries: two generations of at most
+/// [`Generations::GENERATION`] entries each; when the young one is full the
+/// old one is dropped and the young one ages, and a hit in the old one moves
+/// the entry back to the young one. An entry used again within about that
+/// many distinct keys is found, and memory stays flat whatever the input
+/// size (a [`Scores`] entry is about 2 KB: 32k entries at most, ≈ 64 MB).
+pub struct Generations<V> {
+    young: HashMap<TextKey, V>,
+    old: HashMap<TextKey, V>,
 }
 
-impl ScoreCache {
+impl<V> Default for Generations<V> {
+    fn default() -> Self {
+        Self {
+            young: HashMap::new(),
+            old: HashMap::new(),
+        }
+    }
+}
+
+impl<V> Generations<V> {
     /// Entries per generation.
     pub const GENERATION: usize = 16_384;
 
-    fn get(&mut self, key: &TextKey) -> Option<&Scores> {
+    fn get(&mut self, key: &TextKey) -> Option<&V> {
         if !self.young.contains_key(key)
-            && let Some(s) = self.old.remove(key)
+            && let Some(v) = self.old.remove(key)
         {
-            self.insert(*key, s);
+            self.insert(*key, v);
         }
         self.young.get(key)
     }
 
-    fn insert(&mut self, key: TextKey, scores: Scores) {
+    fn insert(&mut self, key: TextKey, value: V) {
         if self.young.len() >= Self::GENERATION {
             self.old = std::mem::take(&mut self.young);
         }
-        self.young.insert(key, scores);
+        self.young.insert(key, value);
     }
 }
 
@@ -255,6 +270,7 @@ impl Classifier {
             memories: MemoryIndex::default(),
             memory_times: None,
             cache: ScoreCache::default(),
+            sentence_cache: Generations::default(),
             stats: ClassifierStats::default(),
         })
     }
@@ -262,7 +278,7 @@ impl Classifier {
     /// Links mentions of `registry`'s nodes from now on.
     pub fn set_registry(&mut self, registry: &Registry) {
         // Mentions depend on the registry: earlier scores no longer hold.
-        self.cache = ScoreCache::default();
+        self.cache = Generations::default();
         self.linker = Some(Linker::new(registry));
     }
 
@@ -382,13 +398,34 @@ impl Classifier {
                 }
             }
         }
-        let late_vectors = if late.is_empty() {
-            Vec::new()
-        } else {
-            let e = self.encoder.encode(&late)?;
+        // Each distinct sentence once per run: long templated texts share them.
+        let late_keys: Vec<TextKey> = late.iter().map(|t| text_key(t)).collect();
+        let mut late_vectors: Vec<Option<Vec<f32>>> = late_keys
+            .iter()
+            .map(|k| self.sentence_cache.get(k).cloned())
+            .collect();
+        let mut todo: Vec<&str> = Vec::new();
+        let mut todo_ix: HashMap<TextKey, usize> = HashMap::new();
+        for (k, (key, v)) in late_keys.iter().zip(&late_vectors).enumerate() {
+            if v.is_none() && !todo_ix.contains_key(key) {
+                todo_ix.insert(*key, todo.len());
+                todo.push(late[k]);
+            }
+        }
+        self.stats.texts_cached += (late.len() - todo.len()) as u64;
+        if !todo.is_empty() {
+            let e = self.encoder.encode(&todo)?;
             self.account(&e.stats, 0);
-            e.embeddings
-        };
+            for (key, &i) in &todo_ix {
+                self.sentence_cache.insert(*key, e.embeddings[i].clone());
+            }
+            for (key, v) in late_keys.iter().zip(late_vectors.iter_mut()) {
+                if v.is_none() {
+                    *v = Some(e.embeddings[todo_ix[key]].clone());
+                }
+            }
+        }
+        let late_vectors: Vec<Vec<f32>> = late_vectors.into_iter().flatten().collect();
 
         let dim = self.encoder.dim();
         let flat: Vec<f32> = encoded.embeddings.iter().flatten().copied().collect();
@@ -789,5 +826,28 @@ impl Annotator for Classifier {
 
     fn stats(&self) -> serde_json::Value {
         serde_json::to_value(&self.stats).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_is_bounded_and_keeps_what_is_used_again() {
+        let n = Generations::<u32>::GENERATION;
+        let mut cache = Generations::<u32>::default();
+        let key = |i: usize| text_key(&format!("text {i}"));
+        for i in 0..3 * n {
+            cache.insert(key(i), i as u32);
+            if i % 1000 == 0 {
+                // Text 0 is used again and again: it never ages out.
+                assert_eq!(cache.get(&key(0)), Some(&0), "after {i} inserts");
+            }
+            assert!(cache.young.len() + cache.old.len() <= 2 * n);
+        }
+        assert_eq!(cache.get(&key(1)), None, "an unused entry ages out");
+        assert_eq!(cache.get(&key(3 * n - 1)), Some(&(3 * n as u32 - 1)));
+        assert_ne!(text_key("a"), text_key("b"));
     }
 }

@@ -201,3 +201,100 @@ fn train_writes_heads_and_a_card_that_eval_and_run_can_use() {
     }
     assert!(set["policy"]["promoted_tags"].is_number());
 }
+
+#[test]
+fn repeated_texts_are_encoded_once_per_night_across_batches() {
+    model_present();
+    let env = Env::new();
+    // Templated texts, repeated over more records than one encoder pass
+    // takes (1,024): the second pass finds every text in the run's cache.
+    let templates = [
+        "Weekly sync: Sam asked for shorter answers with the code first.",
+        "Session summary: the deploy failed again and I was frustrated.",
+        "Reminder to self: never message the team after 9pm.",
+    ];
+    let n = 1100;
+    let rows: Vec<Value> = (0..n)
+        .map(|i| record(&format!("t{i}"), templates[i % templates.len()]))
+        .collect();
+    env.jsonl("records.jsonl", &rows);
+    let ran = env
+        .cmd(
+            "annotate",
+            &["--input", "records.jsonl", "--out", "annotations.jsonl"],
+        )
+        .ok();
+    // 3 texts encoded; 1,021 reused inside the first pass; 76 from the cache.
+    assert!(
+        ran.stderr
+            .contains("3 texts encoded (1021 reused in their batch, 76 from earlier batches)"),
+        "{}",
+        ran.stderr
+    );
+    let anns = read_jsonl(&env.path("annotations.jsonl"));
+    assert_eq!(anns.len(), n);
+    // A cached text is annotated exactly as when it was encoded.
+    for (i, a) in anns.iter().enumerate() {
+        let first = &anns[i % templates.len()];
+        for key in ["tags", "affect", "intensity", "best_tom_kind"] {
+            assert_eq!(a[key], first[key], "record {i}, {key}");
+        }
+    }
+}
+
+#[test]
+fn precision_is_selectable_and_int8_is_another_annotator() {
+    model_present();
+    let env = Env::new();
+    let rows = [
+        record("p1", "Please keep answers short and put the code first."),
+        record("p2", "I was so frustrated when the deploy failed again."),
+    ];
+    env.jsonl("records.jsonl", &rows);
+    let mut ids = Vec::new();
+    for precision in ["f32", "int8"] {
+        let out = format!("{precision}.jsonl");
+        env.cmd(
+            "annotate",
+            &[
+                "--precision",
+                precision,
+                "--input",
+                "records.jsonl",
+                "--out",
+                &out,
+            ],
+        )
+        .ok();
+        let anns = read_jsonl(&env.path(&out));
+        assert_eq!(anns.len(), 2);
+        ids.push(
+            anns[0]["annotator"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        );
+        for a in &anns {
+            assert!(a["affect"]["label"].is_string(), "{a}");
+        }
+    }
+    assert!(ids[0].starts_with("minilm-l6+heads@"), "{ids:?}");
+    assert!(ids[1].starts_with("minilm-l6-int8+heads@"), "{ids:?}");
+    let bad = env.cmd(
+        "annotate",
+        &[
+            "--precision",
+            "fp16",
+            "--input",
+            "records.jsonl",
+            "--out",
+            "x.jsonl",
+        ],
+    );
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(
+        bad.stderr.contains("unknown precision `fp16`"),
+        "{}",
+        bad.stderr
+    );
+}
