@@ -354,8 +354,10 @@ impl BertResidualOutput {
         use crate::profile::time;
         let xs = time(matmul, || self.dense.forward(xs))?;
         time(norm, || {
-            crate::kernels::bias_residual_layer_norm(&xs, residual, &self.params, self.eps)
-        })
+            // The product is a fresh tensor: normalise it where it lies.
+            crate::kernels::bias_residual_layer_norm_in_place(&xs, residual, &self.params, self.eps)
+        })?;
+        Ok(xs)
     }
 }
 
@@ -386,7 +388,11 @@ impl Module for BertIntermediate {
         use crate::profile::{Op, time};
         let xs = time(Op::FfnUpMatmul, || self.dense.forward(xs))?;
         time(Op::FfnGelu, || match self.activation {
-            Activation::GeluErf => crate::kernels::bias_gelu(&xs, &self.bias),
+            Activation::GeluErf => {
+                // The product is a fresh tensor: activate it where it lies.
+                crate::kernels::bias_gelu_in_place(&xs, &self.bias)?;
+                Ok(xs.clone())
+            }
             other => other.forward(&xs.broadcast_add(&self.bias)?),
         })
     }

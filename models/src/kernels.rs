@@ -27,7 +27,7 @@
 //! here.
 
 use candle_core::backend::BackendStorage as _;
-use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp2, InplaceOp2, InplaceOp3, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
 /// Lanes the hand-unrolled loops accumulate over (one AVX2 register of f32).
@@ -164,24 +164,43 @@ impl CustomOp2 for Attention<'_> {
                     for ((q, &x), &bq) in q.iter_mut().zip(row).zip(&bias[qo..qo + d]) {
                         *q = (x + bq) * self.scale;
                     }
-                    scores.fill(0.0);
-                    for (&qc, keys) in q.iter().zip(kt.chunks_exact(width)) {
-                        for (s, &k) in scores.iter_mut().zip(keys) {
-                            *s += qc * k;
+                    // Fixed-size chunks of one register each: a loop of
+                    // runtime length under 32 would run scalar (the
+                    // vectorised body takes 4 registers per iteration).
+                    let (chunks, _) = scores.as_chunks_mut::<LANES>();
+                    for (j, acc) in chunks.iter_mut().enumerate() {
+                        let mut sum = [0f32; LANES];
+                        for (&qc, keys) in q.iter().zip(kt.chunks_exact(width)) {
+                            let k = &keys[j * LANES..(j + 1) * LANES];
+                            for (s, &k) in sum.iter_mut().zip(k) {
+                                *s += qc * k;
+                            }
+                        }
+                        *acc = sum;
+                    }
+                    let max = chunks
+                        .as_flattened()
+                        .iter()
+                        .take(len)
+                        .copied()
+                        .fold(f32::NEG_INFINITY, f32::max);
+                    for chunk in chunks.iter_mut() {
+                        for s in chunk.iter_mut() {
+                            *s = exp(*s - max);
                         }
                     }
-                    let real = &mut scores[..len];
-                    let max = real.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                    // exp in its own loop (it vectorises); the sum after.
-                    for s in real.iter_mut() {
-                        *s = exp(*s - max);
-                    }
-                    let inv = 1.0 / lane_sum(real);
+                    scores[len..].fill(0.0);
+                    let inv = 1.0 / lane_sum(&scores);
                     let o = &mut out[i * hidden + h * d..i * hidden + h * d + d];
-                    for (&p, v) in real.iter().zip(v.chunks_exact(d)) {
-                        let w = p * inv;
-                        for (o, &v) in o.iter_mut().zip(v) {
-                            *o += w * v;
+                    if d == 32 {
+                        weighted_sum::<32>(&scores[..len], inv, &v, o);
+                    } else if d == 64 {
+                        weighted_sum::<64>(&scores[..len], inv, &v, o);
+                    } else {
+                        for (&p, v) in scores[..len].iter().zip(v.chunks_exact(d)) {
+                            for (o, &v) in o.iter_mut().zip(v) {
+                                *o += p * inv * v;
+                            }
                         }
                     }
                 }
@@ -189,6 +208,21 @@ impl CustomOp2 for Attention<'_> {
         });
         Ok((CpuStorage::F32(out), Shape::from_dims(&[rows, hidden])))
     }
+}
+
+/// `out = Σ_j p[j]·inv·v[j]` for one query and head of width `D`, the sum
+/// kept in registers (`D / 8` of them) and stored once: accumulating into
+/// `out` itself chains every key through a store and a reload.
+#[inline(always)]
+fn weighted_sum<const D: usize>(p: &[f32], inv: f32, v: &[f32], out: &mut [f32]) {
+    let mut acc = [0f32; D];
+    for (&p, v) in p.iter().zip(v.as_chunks::<D>().0) {
+        let w = p * inv;
+        for (a, &v) in acc.iter_mut().zip(v) {
+            *a += w * v;
+        }
+    }
+    out.copy_from_slice(&acc);
 }
 
 /// Multi-head scaled dot-product attention from a fused projection, over
@@ -219,66 +253,88 @@ pub fn attention(
 
 struct BiasGelu;
 
-impl CustomOp2 for BiasGelu {
+/// The `f32` elements of a contiguous tensor's storage, writable.
+fn contiguous_f32_mut<'a>(
+    what: &str,
+    storage: &'a mut CpuStorage,
+    layout: &Layout,
+) -> Result<&'a mut [f32]> {
+    let Some((start, end)) = layout.contiguous_offsets() else {
+        candle_core::bail!("{what}: input must be contiguous")
+    };
+    let CpuStorage::F32(src) = storage else {
+        candle_core::bail!("{what}: f32 only, got {:?}", storage.dtype())
+    };
+    Ok(&mut src[start..end])
+}
+
+impl InplaceOp2 for BiasGelu {
     fn name(&self) -> &'static str {
         "tomlite-bias-gelu"
     }
 
     fn cpu_fwd(
         &self,
-        s1: &CpuStorage,
+        s1: &mut CpuStorage,
         l1: &Layout,
         s2: &CpuStorage,
         l2: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        let xs = contiguous_f32("bias_gelu", s1, l1)?;
+    ) -> Result<()> {
         let bias = contiguous_f32("bias_gelu bias", s2, l2)?;
+        let xs = contiguous_f32_mut("bias_gelu", s1, l1)?;
         let n = bias.len();
         if n == 0 || xs.len() % n != 0 {
             candle_core::bail!("bias_gelu: {} values do not fit a bias of {n}", xs.len());
         }
-        let mut out = vec![0f32; xs.len()];
-        out.par_chunks_mut(n * ROWS_PER_TASK)
-            .zip(xs.par_chunks(n * ROWS_PER_TASK))
-            .for_each(|(out, xs)| {
-                for (out, xs) in out.chunks_exact_mut(n).zip(xs.chunks_exact(n)) {
-                    for ((o, &x), &b) in out.iter_mut().zip(xs).zip(bias) {
-                        let x = x + b;
-                        *o = 0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2));
-                    }
+        xs.par_chunks_mut(n * ROWS_PER_TASK).for_each(|xs| {
+            for xs in xs.chunks_exact_mut(n) {
+                for (x, &b) in xs.iter_mut().zip(bias) {
+                    let v = *x + b;
+                    *x = 0.5 * v * (1.0 + erf(v * std::f32::consts::FRAC_1_SQRT_2));
                 }
-            });
-        Ok((CpuStorage::F32(out), l1.shape().clone()))
+            }
+        });
+        Ok(())
     }
 }
 
-/// `gelu_erf(xs + bias)`, `bias` broadcast over the rows of `xs`.
+/// `gelu_erf(xs + bias)`, `bias` broadcast over the rows of `xs`, into a
+/// new tensor.
 pub fn bias_gelu(xs: &Tensor, bias: &Tensor) -> Result<Tensor> {
-    xs.contiguous()?
-        .apply_op2_no_bwd(&bias.contiguous()?, &BiasGelu)
+    let out = xs.copy()?;
+    bias_gelu_in_place(&out, bias)?;
+    Ok(out)
+}
+
+/// [`bias_gelu`] written over `xs` itself: no output allocation (6 MB per
+/// 1,024-token batch, zeroed and page-faulted in each time). `xs` must be
+/// contiguous, and no other tensor may share its storage (a fresh matrix
+/// product's result).
+pub fn bias_gelu_in_place(xs: &Tensor, bias: &Tensor) -> Result<()> {
+    xs.inplace_op2(&bias.contiguous()?, &BiasGelu)
 }
 
 struct BiasResidualNorm {
     eps: f32,
 }
 
-impl CustomOp3 for BiasResidualNorm {
+impl InplaceOp3 for BiasResidualNorm {
     fn name(&self) -> &'static str {
         "tomlite-bias-residual-layer-norm"
     }
 
     fn cpu_fwd(
         &self,
-        s1: &CpuStorage,
+        s1: &mut CpuStorage,
         l1: &Layout,
         s2: &CpuStorage,
         l2: &Layout,
         s3: &CpuStorage,
         l3: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        let xs = contiguous_f32("layer_norm", s1, l1)?;
+    ) -> Result<()> {
         let residual = contiguous_f32("layer_norm residual", s2, l2)?;
         let params = contiguous_f32("layer_norm params", s3, l3)?;
+        let xs = contiguous_f32_mut("layer_norm", s1, l1)?;
         let n = params.len() / 3;
         if n == 0 || params.len() != 3 * n || xs.len() % n != 0 || residual.len() != xs.len() {
             candle_core::bail!(
@@ -290,18 +346,12 @@ impl CustomOp3 for BiasResidualNorm {
         }
         let (bias, rest) = params.split_at(n);
         let (gamma, beta) = rest.split_at(n);
-        let mut out = vec![0f32; xs.len()];
-        out.par_chunks_mut(n * ROWS_PER_TASK)
-            .zip(xs.par_chunks(n * ROWS_PER_TASK))
+        xs.par_chunks_mut(n * ROWS_PER_TASK)
             .zip(residual.par_chunks(n * ROWS_PER_TASK))
-            .for_each(|((out, xs), residual)| {
-                for ((out, xs), residual) in out
-                    .chunks_exact_mut(n)
-                    .zip(xs.chunks_exact(n))
-                    .zip(residual.chunks_exact(n))
-                {
-                    for (((o, &x), &r), &b) in out.iter_mut().zip(xs).zip(residual).zip(bias) {
-                        *o = x + r + b;
+            .for_each(|(xs, residual)| {
+                for (out, residual) in xs.chunks_exact_mut(n).zip(residual.chunks_exact(n)) {
+                    for ((o, &r), &b) in out.iter_mut().zip(residual).zip(bias) {
+                        *o += r + b;
                     }
                     let mean = lane_sum(out) / n as f32;
                     let var = lane_sum_sq_dev(out, mean) / n as f32;
@@ -311,7 +361,7 @@ impl CustomOp3 for BiasResidualNorm {
                     }
                 }
             });
-        Ok((CpuStorage::F32(out), l1.shape().clone()))
+        Ok(())
     }
 }
 
@@ -355,7 +405,20 @@ pub fn bias_residual_layer_norm(
     params: &Tensor,
     eps: f32,
 ) -> Result<Tensor> {
-    xs.contiguous()?.apply_op3_no_bwd(
+    let out = xs.copy()?;
+    bias_residual_layer_norm_in_place(&out, residual, params, eps)?;
+    Ok(out)
+}
+
+/// [`bias_residual_layer_norm`] written over `xs` itself (see
+/// [`bias_gelu_in_place`] for when that is allowed).
+pub fn bias_residual_layer_norm_in_place(
+    xs: &Tensor,
+    residual: &Tensor,
+    params: &Tensor,
+    eps: f32,
+) -> Result<()> {
+    xs.inplace_op3(
         &residual.contiguous()?,
         &params.contiguous()?,
         &BiasResidualNorm { eps },
@@ -430,11 +493,20 @@ mod tests {
 
     #[test]
     fn attention_matches_masked_softmax_attention() {
+        // Head widths of the generic path (12) and of the register paths
+        // (32 is all-MiniLM-L6-v2's, 64 BERT-base's); lengths over a
+        // register (8) and under it.
+        for (heads, d) in [(4, 12), (2, 32), (1, 64)] {
+            attention_case(heads, d);
+        }
+    }
+
+    fn attention_case(heads: usize, d: usize) {
         let dev = candle_core::Device::Cpu;
-        let (b, t, heads, d) = (3, 7, 4, 12);
+        let (b, t) = (3, 11);
         let qkv = Tensor::randn(0f32, 1.0, (b, t, 3 * heads * d), &dev).unwrap();
         let bias = Tensor::randn(0f32, 1.0, 3 * heads * d, &dev).unwrap();
-        let lengths = [7, 3, 5];
+        let lengths = [11, 3, 9];
         let scale = 1.0 / (d as f64).sqrt();
         // The kernel takes the real rows of each text packed together.
         let packed: Vec<Tensor> = lengths
