@@ -249,9 +249,10 @@ impl Encoder {
 
     /// Encodes `texts` into L2-normalised vectors, returned in input order.
     ///
-    /// Texts are sorted by token count and run in batches of
-    /// [`EncodeOptions::batch_size`], each padded only to its own longest
-    /// text, so padding stays small. Texts over
+    /// Texts are tokenised on every core, sorted by token count (longest
+    /// first) and packed back to back, without padding, into forward passes
+    /// of at most [`EncodeOptions::batch_tokens`] tokens and
+    /// [`EncodeOptions::batch_size`] texts. Texts over
     /// [`EncodeOptions::max_tokens`] are truncated and listed in
     /// [`EncodeStats::truncated`].
     pub fn encode(&self, texts: &[&str]) -> Result<Encoded, Error> {

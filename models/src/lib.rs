@@ -9,10 +9,10 @@
 //! `tokenizer.json`) are put under `models/artifacts/all-MiniLM-L6-v2/` by
 //! `scripts/fetch-model`; nothing is downloaded at run time.
 //!
-//! [`Encoder::encode`] takes a whole slice of texts, sorts them by length,
-//! runs them in batches padded only to each batch's longest text, and returns
-//! the vectors in the caller's order together with [`EncodeStats`]: real and
-//! padded token counts and which texts were truncated. Truncation is always
+//! [`Encoder::encode`] takes a whole slice of texts, packs their tokens
+//! back to back (no padding) into forward passes of a token budget, and
+//! returns the vectors in the caller's order together with [`EncodeStats`]:
+//! token counts and which texts were truncated. Truncation is always
 //! reported, never silent. [`Encoder::sha256`] is the weights' hash, the
 //! model's identity in receipts.
 //!
