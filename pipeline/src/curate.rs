@@ -10,7 +10,6 @@
 //! unchanged, later runs do not queue the same item again.
 
 use std::collections::BTreeMap;
-use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
 
 use foldhash::{HashMap, HashMapExt};
@@ -337,6 +336,30 @@ pub struct ApplyReport {
 /// Quarantined items by run (None: no such run), then by item id.
 type RunItems = HashMap<String, Option<HashMap<String, Map<String, Value>>>>;
 
+/// Checks that `run_id` names a committed run of this staging directory:
+/// one its state lists, matched by name (never joined as a path), whose
+/// directory under `runs/` is a directory, not a link.
+fn committed_run(staging: &Path, state: &State, run_id: &str) -> Result<(), String> {
+    if !state.runs().iter().any(|r| r == run_id) {
+        return Err(format!(
+            "`{run_id}` is not a committed run of {} (a run_id is the name of a run its state lists, not a path)",
+            staging.display()
+        ));
+    }
+    let plain = !run_id.is_empty()
+        && !run_id.starts_with('.')
+        && !run_id.contains(['/', '\\', '\0']);
+    let dir = staging.join("runs").join(run_id);
+    let is_dir = std::fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_dir());
+    if !plain || !is_dir {
+        return Err(format!(
+            "`{run_id}` is listed by the state but {} is not its run directory",
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
 /// Quarantined items of one run, by item id.
 fn run_items(staging: &Path, run_id: &str, cache: &mut RunItems) -> Result<(), CurateError> {
     if cache.contains_key(run_id) {
@@ -385,16 +408,24 @@ pub fn apply(
     let mut registries: HashMap<String, Option<Registry>> = HashMap::new();
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let mut changed = false;
-    for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let n = n as u64 + 1;
-        let line = line.map_err(|source| CurateError::Io {
+    for line in DecisionLines::new(file) {
+        let (n, line) = line.map_err(|source| CurateError::Io {
             path: decisions.to_path_buf(),
             source,
         })?;
-        if line.trim().is_empty() {
-            continue;
-        }
         report.lines += 1;
+        let line = match line {
+            Ok(text) => text,
+            Err((item_id, message)) => {
+                report.errors.push(LineError {
+                    line: n,
+                    item_id,
+                    field: "(line)".into(),
+                    message,
+                });
+                continue;
+            }
+        };
         match decide_line(
             &line,
             staging_root,
@@ -433,6 +464,85 @@ pub fn apply(
         report.written = Some(curated.write(staging_root)?);
     }
     Ok(report)
+}
+
+/// The longest decisions line that is read (16 MiB, the record reader's
+/// line limit at its default text limit): a longer line is skipped without
+/// being held whole and reported by its number.
+pub const MAX_DECISION_LINE: usize = 16 << 20;
+
+/// A decisions line: its text, or why it cannot be read (the item it
+/// seems to name, the message).
+type RawLine = Result<String, (Option<String>, String)>;
+
+/// The lines of a decisions file that are not blank, numbered from 1: each
+/// one is read on its own, so a line that is not UTF-8 or longer than
+/// [`MAX_DECISION_LINE`] is reported by number and the others are read.
+struct DecisionLines<R> {
+    reader: std::io::BufReader<R>,
+    buf: Vec<u8>,
+    line: u64,
+}
+
+impl<R: std::io::Read> DecisionLines<R> {
+    fn new(r: R) -> Self {
+        Self {
+            reader: std::io::BufReader::with_capacity(1 << 16, r),
+            buf: Vec::new(),
+            line: 0,
+        }
+    }
+}
+
+impl<R: std::io::Read> Iterator for DecisionLines<R> {
+    type Item = std::io::Result<(u64, RawLine)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let read =
+                match crate::record::read_line_capped(&mut self.reader, &mut self.buf, MAX_DECISION_LINE) {
+                    Ok(Some(l)) => l,
+                    Ok(None) => return None,
+                    Err(e) => return Some(Err(e)),
+                };
+            self.line += 1;
+            let n = self.line;
+            let mut bytes = &self.buf[..];
+            if n == 1 {
+                bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+            }
+            if read.over {
+                let item = crate::record::sniff_record_id(bytes, "item_id");
+                return Some(Ok((
+                    n,
+                    Err((
+                        item,
+                        format!(
+                            "line is too long: {} bytes, over the limit of {MAX_DECISION_LINE} bytes; skipped, not read",
+                            read.len
+                        ),
+                    )),
+                )));
+            }
+            if bytes.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            return Some(Ok((
+                n,
+                match std::str::from_utf8(bytes) {
+                    Ok(s) => Ok(s.to_string()),
+                    Err(e) => Err((
+                        crate::record::sniff_record_id(bytes, "item_id"),
+                        format!(
+                            "not UTF-8: invalid byte 0x{:02x} at byte {} of the line; the line is skipped",
+                            bytes[e.valid_up_to()],
+                            e.valid_up_to() + 1
+                        ),
+                    )),
+                },
+            )));
+        }
+    }
 }
 
 type LineResult = Result<CuratedRow, (Option<String>, String, String)>;
@@ -490,8 +600,22 @@ fn decide_line(
         return bad(None, "item_id", "missing".into());
     };
     let item = Some(item_id.as_str());
-    let Some(run_id) = get("run_id").or_else(|| latest.map(str::to_string)) else {
-        return bad(item, "run_id", "missing, and no run was committed".into());
+    let run_id = match get("run_id") {
+        Some(r) => {
+            if let Err(why) = committed_run(staging, state, &r) {
+                return bad(item, "run_id", why);
+            }
+            r
+        }
+        None => match latest {
+            None => return bad(item, "run_id", "missing, and no run was committed".into()),
+            Some(l) => {
+                if let Err(why) = committed_run(staging, state, l) {
+                    return bad(item, "run_id", format!("missing, and LATEST: {why}"));
+                }
+                l.to_string()
+            }
+        },
     };
     run_items(staging, &run_id, cache)?;
     let Some(items) = cache.get(&run_id).and_then(Option::as_ref) else {
@@ -696,14 +820,19 @@ pub fn status(staging: &Path, decisions: Option<&Path>) -> Result<Value, CurateE
         "last_applied_at": last_applied,
     });
     if let Some(d) = decisions {
-        let text = std::fs::read_to_string(d).map_err(|source| CurateError::Io {
+        let io = |source| CurateError::Io {
             path: d.to_path_buf(),
             source,
-        })?;
+        };
+        let file = std::fs::File::open(d).map_err(io)?;
         let (mut lines, mut not_applied) = (0u64, 0u64);
-        for l in text.lines().filter(|l| !l.trim().is_empty()) {
+        for l in DecisionLines::new(file) {
+            let (_, l) = l.map_err(io)?;
             lines += 1;
-            let v: Value = serde_json::from_str(l).unwrap_or(Value::Null);
+            let v: Value = l
+                .ok()
+                .and_then(|l| serde_json::from_str(&l).ok())
+                .unwrap_or(Value::Null);
             let run = v["run_id"].as_str().unwrap_or("");
             let item = v["item_id"].as_str().unwrap_or("");
             let applied = curated.rows.get(&(run.to_string(), item.to_string()));

@@ -49,6 +49,7 @@ pub mod run;
 pub mod segment;
 pub mod tables;
 pub mod verdict;
+pub mod verify;
 pub mod vocab;
 
 use std::io::Read;

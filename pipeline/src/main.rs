@@ -67,6 +67,9 @@ enum Command {
     Curate(CurateCommand),
     /// Join complete shard runs (`run --shard K/N`) into one committed run.
     Merge(MergeArgs),
+    /// Re-check a run's files against its sealed receipt (or every committed
+    /// run of a staging directory); exit 1 when anything differs.
+    Verify(VerifyArgs),
     /// Read one raw annotator output on stdin; print its canonical annotation and parse class.
     ParseAnnotation(ParseAnnotationArgs),
     /// Subagent contracts: lint them, or print their JSON Schema.
@@ -376,6 +379,19 @@ struct MergeArgs {
     json: bool,
 }
 
+#[derive(Debug, Args)]
+struct VerifyArgs {
+    /// A run directory (`<staging>/runs/<run_id>`).
+    #[arg(required_unless_present = "staging", conflicts_with = "staging")]
+    run_dir: Option<PathBuf>,
+    /// Verify every run the staging directory's state lists, and that list.
+    #[arg(long)]
+    staging: Option<PathBuf>,
+    /// Print JSON for machines.
+    #[arg(long)]
+    json: bool,
+}
+
 /// An error with the exit status it maps to.
 struct Failure {
     status: ExitStatus,
@@ -404,6 +420,7 @@ fn main() -> ExitCode {
         Command::Curate(CurateCommand::Apply(args)) => cmd_curate_apply(args),
         Command::Curate(CurateCommand::Status(args)) => cmd_curate_status(args),
         Command::Merge(args) => cmd_merge(args),
+        Command::Verify(args) => cmd_verify(args),
         Command::ParseAnnotation(args) => cmd_parse_annotation(args),
         Command::Contract(ContractCommand::Lint(args)) => cmd_contract_lint(args),
         Command::Contract(ContractCommand::Schema) => {
@@ -743,6 +760,58 @@ fn cmd_merge(args: MergeArgs) -> Result<(), Failure> {
             status: ExitStatus::Failed,
             error: anyhow::Error::new(e).context("merge failed; nothing was committed"),
         }),
+    }
+}
+
+fn cmd_verify(args: VerifyArgs) -> Result<(), Failure> {
+    let v = match (&args.run_dir, &args.staging) {
+        (Some(dir), _) => {
+            if !dir.is_dir() {
+                return Err(Failure::config(anyhow::anyhow!(
+                    "{} is not a directory",
+                    dir.display()
+                )));
+            }
+            tomlite::verify::Verification {
+                staging: None,
+                runs: vec![tomlite::verify::verify_run(dir)],
+                differences: Vec::new(),
+                not_checked: Vec::new(),
+            }
+        }
+        (None, Some(root)) => tomlite::verify::verify_staging(root).map_err(Failure::config)?,
+        (None, None) => unreachable!("clap requires RUN_DIR or --staging"),
+    };
+    if args.json {
+        let mut out = serde_json::to_value(&v).unwrap_or_default();
+        out["ok"] = serde_json::json!(v.ok());
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+    } else {
+        for r in &v.runs {
+            if r.differences.is_empty() {
+                println!("ok      {} ({} files)", r.dir.display(), r.files);
+            }
+        }
+        for d in v.all_differences() {
+            println!("DIFFERS {d}");
+        }
+        for n in &v.not_checked {
+            println!("skipped {n}");
+        }
+    }
+    if v.ok() {
+        Ok(())
+    } else {
+        let bad = v.runs.iter().filter(|r| !r.differences.is_empty()).count();
+        Err(Failure {
+            status: ExitStatus::Failed,
+            error: anyhow::anyhow!(
+                "verify: {} differences ({bad} of {} runs, {} in the staging directory's list of runs)",
+                v.all_differences().count(),
+                v.runs.len(),
+                v.differences.len()
+            ),
+        })
     }
 }
 

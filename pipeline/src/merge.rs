@@ -252,6 +252,52 @@ fn refuse_lost_rows(shards: &[ShardRun], staging: &Path) -> Result<(), MergeErro
     Ok(())
 }
 
+/// The staging directory a shard run was committed in.
+fn shard_root(s: &ShardRun) -> &Path {
+    s.dir
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or(Path::new("."))
+}
+
+/// A merged run's state is the union of every shard's. Committed into a
+/// shard's staging directory, it would become part of that shard's history
+/// (the shard's next run skips records as "from" the merged run, which no
+/// merge took), so every later night's merge would be refused. Refused up
+/// front: the target is one of the shards' staging directories, or holds a
+/// shard run of any night.
+fn refuse_shard_target(shards: &[ShardRun], staging: &Path) -> Result<(), MergeError> {
+    // A target that does not exist yet is no shard's directory.
+    let Ok(target) = std::fs::canonicalize(staging) else {
+        return Ok(());
+    };
+    for s in shards {
+        if std::fs::canonicalize(shard_root(s)).is_ok_and(|r| r == target) {
+            return Err(refused(format!(
+                "{} is the staging directory of shard {} (run {}): a merged run holds every shard's records, and committed into a shard's own directory it would block that shard's merges on every later night; merge into a staging directory of its own",
+                staging.display(),
+                s.index,
+                s.run_id
+            )));
+        }
+    }
+    let state = State::load(&target.join("state"))?;
+    for run in state.runs() {
+        let receipt: Option<Value> = std::fs::read(target.join("runs").join(run).join("receipt.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        if let Some(shard) = receipt.as_ref().map(|r| &r["shard"]).filter(|s| s.is_object()) {
+            return Err(refused(format!(
+                "{} holds shard run {run} (shard {}/{}): it is a shard's staging directory, and a merged run committed there would block that shard's merges on every later night; merge into a staging directory of its own",
+                staging.display(),
+                shard["index"],
+                shard["count"]
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Replaces the `run_id` column of a batch with `run_id`.
 fn with_run_id(batch: RecordBatch, run_id: &str) -> Result<RecordBatch, arrow_schema::ArrowError> {
     let schema = batch.schema();
@@ -285,6 +331,7 @@ pub fn merge(
         return Err(refused("no shard runs given"));
     }
     let shards = check(runs)?;
+    refuse_shard_target(&shards, staging)?;
     refuse_lost_rows(&shards, staging)?;
     let ran_with = shards[0].receipt["policy_sha256"]
         .as_str()
@@ -405,7 +452,6 @@ pub fn merge(
             "stop_condition": "input_exhausted",
             "resumable": false,
         });
-        run.write_json("receipt.json", &receipt)?;
         let previous = out
             .latest()?
             .and_then(|id| std::fs::read(out.runs_dir().join(id).join("receipt.json")).ok())
@@ -419,6 +465,9 @@ pub fn merge(
         })?;
         run.write_file("report.html", crate::report::html(&data).as_bytes())?;
         run.write_file("report.md", crate::report::markdown(&data).as_bytes())?;
+        // The receipt, written last: it seals every file written before it.
+        let receipt = crate::verify::sealed(receipt, run.path())?;
+        run.write_json("receipt.json", &receipt)?;
         // The state: every shard's, this night's rows credited to the merged run.
         for s in &shards {
             let root = s

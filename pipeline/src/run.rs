@@ -823,8 +823,6 @@ fn run_body(
         "stop_condition": stop.as_str(),
         "resumable": stop == StopCondition::Deadline,
     });
-    run.write_json("receipt.json", &receipt)?;
-    fault::point("staged.receipt");
     // The curator's report, from the closed tables.
     status.started("write report");
     let previous = staging
@@ -843,6 +841,10 @@ fn run_body(
     fault::point("staged.report_html");
     run.write_file("report.md", crate::report::markdown(&data).as_bytes())?;
     fault::point("staged.report_md");
+    // The receipt, written last: it seals every file written before it.
+    let receipt = crate::verify::sealed(receipt, run.path())?;
+    run.write_json("receipt.json", &receipt)?;
+    fault::point("staged.receipt");
     status.completed("write report");
     status.emit(Event {
         phase: "commit",

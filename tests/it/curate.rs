@@ -152,3 +152,160 @@ fn decisions_apply_once_are_validated_by_line_and_stop_requeueing() {
     assert_eq!(td["curated_decisions"]["rejected"], 1);
     assert_eq!(td["curated_decisions"]["edges_not_used"], 1);
 }
+
+/// The sample, annotated from its annotations file, into staging directory `staging`.
+fn sample_into(env: &Env, staging: &str) -> String {
+    let data = repo().join("data/sample");
+    let (records, nodes, annotations) = (
+        data.join("records.jsonl"),
+        data.join("nodes.jsonl"),
+        data.join("annotations.jsonl"),
+    );
+    env.run(&[
+        "--input",
+        records.to_str().unwrap(),
+        "--nodes",
+        nodes.to_str().unwrap(),
+        "--annotations",
+        annotations.to_str().unwrap(),
+        "--staging",
+        staging,
+    ])
+    .ok();
+    let id = std::fs::read_to_string(env.path(staging).join("LATEST")).unwrap();
+    id.trim().to_string()
+}
+
+// `curate apply` followed a run_id anywhere (another staging dir by a
+// relative or absolute path, an uncommitted `.tmp-*` dir, `<A>/../<A>`, a
+// LATEST that names a path) and read the registry from that folder's receipt.
+#[test]
+fn curate_apply_takes_only_committed_runs_of_its_staging_dir_by_name() {
+    let env = Env::new();
+    let a = sample_into(&env, "staging");
+    let r = sample_into(&env, "other");
+    // An uncommitted copy of a run inside this staging dir.
+    let tmp = env.staging().join("runs/.tmp-fake");
+    std::fs::create_dir_all(&tmp).unwrap();
+    for f in ["quarantine.parquet", "receipt.json"] {
+        std::fs::copy(env.path("other/runs").join(&r).join(f), tmp.join(f)).unwrap();
+    }
+    let absolute = env.path("other/runs").join(&r);
+    let item = "j-007#tag0";
+    let hostile = [
+        format!("../../other/runs/{r}"),
+        absolute.to_str().unwrap().to_string(),
+        ".tmp-fake".to_string(),
+        format!("{a}/../{a}"),
+        r.clone(),
+        format!("./{a}"),
+    ];
+    let mut lines: Vec<Value> = hostile
+        .iter()
+        .map(|run| decision(run, item, "reject", Value::Null, Value::Null))
+        .collect();
+    lines.push(decision(&a, item, "reject", Value::Null, Value::Null));
+    env.jsonl("decisions.jsonl", &lines);
+    let ran = curate(&env, &["apply", "decisions.jsonl", "--staging", "staging"]);
+    assert_eq!(ran.code, 1, "{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.stdout.contains("7 lines: 1 new, 0 updated, 0 already applied, 6 not applied"),
+        "{}",
+        ran.stdout
+    );
+    for (i, run) in hostile.iter().enumerate() {
+        let expected = format!(
+            "line {} ({item}): run_id: `{run}` is not a committed run of staging",
+            i + 1
+        );
+        assert!(ran.stderr.contains(&expected), "{expected}\n{}", ran.stderr);
+    }
+    let curated = read_table(&env.staging().join("curated/curated.parquet"));
+    assert_eq!(curated.len(), 1);
+    assert_eq!(curated[0]["run_id"], a.as_str());
+
+    // The fallback to LATEST: a LATEST that names a path is not followed.
+    env.write(
+        "staging/LATEST",
+        format!("../../other/runs/{r}\n").as_bytes(),
+    );
+    let mut line = decision("", "j-009#tag0", "reject", Value::Null, Value::Null);
+    line.as_object_mut().unwrap().remove("run_id");
+    env.jsonl("latest.jsonl", &[line.clone()]);
+    let ran = curate(&env, &["apply", "latest.jsonl", "--staging", "staging"]);
+    assert_eq!(ran.code, 1, "{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.stderr.contains(&format!(
+            "line 1 (j-009#tag0): run_id: missing, and LATEST: `../../other/runs/{r}` is not a committed run"
+        )),
+        "{}",
+        ran.stderr
+    );
+    // A LATEST naming a committed run of this dir is followed.
+    env.write("staging/LATEST", format!("{a}\n").as_bytes());
+    curate(&env, &["apply", "latest.jsonl", "--staging", "staging"]).ok();
+    let curated = read_table(&env.staging().join("curated/curated.parquet"));
+    assert_eq!(curated.len(), 2);
+    assert!(curated.iter().all(|c| c["run_id"] == a.as_str()));
+}
+
+// One invalid UTF-8 byte on line 2 aborted the whole decisions file with no
+// line number, and a line of any length was held whole in memory.
+#[test]
+fn curate_apply_skips_a_non_utf8_or_over_long_line_by_number_and_applies_the_rest() {
+    let env = Env::new();
+    let a = sample_into(&env, "staging");
+    let line = |item: &str| decision(&a, item, "reject", Value::Null, Value::Null).to_string();
+    let mut bytes = Vec::new();
+    bytes.extend(line("j-007#tag0").as_bytes());
+    bytes.push(b'\n');
+    // Line 2: a note with a byte that is not UTF-8.
+    let bad = line("j-009#tag0").replace("\"note\":null", "\"note\":\"caf@\"");
+    let (head, tail) = bad.split_once('@').unwrap();
+    bytes.extend(head.as_bytes());
+    bytes.push(0xe9);
+    bytes.extend(tail.as_bytes());
+    bytes.push(b'\n');
+    bytes.extend(line("s-009#tag0").as_bytes());
+    bytes.push(b'\n');
+    // Line 4: 17 MiB, over the 16 MiB line limit.
+    let long = line("m-006#tag0").replace(
+        "\"note\":null",
+        &format!("\"note\":\"{}\"", "x".repeat(17 << 20)),
+    );
+    bytes.extend(long.as_bytes());
+    bytes.push(b'\n');
+    bytes.extend(line("j-008#edge0").as_bytes());
+    bytes.push(b'\n');
+    env.write("decisions.jsonl", &bytes);
+    let ran = curate(&env, &["apply", "decisions.jsonl", "--staging", "staging"]);
+    assert_eq!(ran.code, 1, "{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.stdout.contains("5 lines: 3 new, 0 updated, 0 already applied, 2 not applied"),
+        "{}",
+        ran.stdout
+    );
+    for expected in [
+        "line 2 (j-009#tag0): (line): not UTF-8: invalid byte 0xe9",
+        "line 4 (m-006#tag0): (line): line is too long: 17825",
+        "over the limit of 16777216 bytes",
+    ] {
+        assert!(ran.stderr.contains(expected), "{expected}\n{}", ran.stderr);
+    }
+    let curated = read_table(&env.staging().join("curated/curated.parquet"));
+    let mut items: Vec<&str> = curated
+        .iter()
+        .map(|c| c["item_id"].as_str().unwrap())
+        .collect();
+    items.sort();
+    assert_eq!(items, ["j-007#tag0", "j-008#edge0", "s-009#tag0"]);
+    // `curate status --decisions` reads the same file line by line.
+    let st = curate(
+        &env,
+        &["status", "--staging", "staging", "--json", "--decisions", "decisions.jsonl"],
+    );
+    assert_eq!(st.code, 0, "{}", st.stderr);
+    let st: Value = serde_json::from_str(&st.stdout).unwrap();
+    assert_eq!(st["decisions_file"]["lines"], 5);
+    assert_eq!(st["decisions_file"]["decided_not_applied"], 2);
+}

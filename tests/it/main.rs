@@ -16,3 +16,4 @@ mod policy;
 mod sample;
 mod staging;
 mod verdict;
+mod verify;

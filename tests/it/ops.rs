@@ -23,9 +23,9 @@ const FAULT_POINTS: [&str; 14] = [
     "staged.quarantine",
     "staged.abstained",
     "staged.rejects",
-    "staged.receipt",
     "staged.report_html",
     "staged.report_md",
+    "staged.receipt",
     "commit.before_run_rename",
     "commit.after_run_rename",
     "commit.before_state_replace",
@@ -922,5 +922,75 @@ fn the_cluster_manifests_are_indexed_jobs_and_job_arrays() {
     let submit = std::fs::read_to_string(repo().join("scripts/slurm/submit")).unwrap();
     assert!(
         submit.contains("--dependency=\"afterok:${array}\"") && submit.contains("tomlite merge")
+    );
+}
+
+fn merge_into(env: &Env, staging: &str, runs: &[PathBuf]) -> Ran {
+    let o = bin()
+        .current_dir(env.dir.path())
+        .args(["merge", "--staging", staging, "--nodes", "nodes.jsonl"])
+        .args(runs)
+        .output()
+        .unwrap();
+    Ran {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+/// The names under `<root>/runs` and the state's runs.
+fn listing(root: &Path) -> (Vec<String>, Vec<String>) {
+    let mut names: Vec<String> = std::fs::read_dir(root.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let state = State::load(&root.join("state")).unwrap();
+    (names, state.runs().to_vec())
+}
+
+// `tomlite merge` into a shard's own staging dir was accepted, and then every
+// later night's merge of that shard was refused.
+#[test]
+fn merge_into_a_shard_staging_dir_is_refused_and_merges_go_on_night_after_night() {
+    let env = setup(80);
+    for (night, input) in ["night-1.jsonl", "records.jsonl"].iter().enumerate() {
+        for k in 0..2 {
+            run(&env, &format!("s{k}"), input, &["--shard", &format!("{k}/2")], None).ok();
+        }
+        let runs = [latest_run(&env.path("s0")), latest_run(&env.path("s1"))];
+        for (k, own) in ["s0", "s1"].iter().enumerate() {
+            let before = listing(&env.path(own));
+            let refused = merge_into(&env, own, &runs);
+            assert_eq!(refused.code, 2, "night {night}: {}", refused.stderr);
+            assert!(
+                refused
+                    .stderr
+                    .contains(&format!("is the staging directory of shard {k}")),
+                "{}",
+                refused.stderr
+            );
+            assert_eq!(listing(&env.path(own)), before, "a refused merge writes nothing");
+        }
+        // Through another spelling of the same directory.
+        let refused = merge_into(&env, "./s1/../s0", &runs);
+        assert_eq!(refused.code, 2, "{}", refused.stderr);
+        let merged = merge_into(&env, "merged", &runs);
+        assert_eq!(merged.code, 0, "night {night}: {}", merged.stderr);
+    }
+    assert_eq!(listing(&env.path("merged")).1.len(), 2);
+    // The merged runs' receipts are sealed like a run's.
+    let verified = env.cmd("verify", &["--staging", "merged"]).ok();
+    assert_eq!(verified.stdout.matches("(7 files)").count(), 2, "{}", verified.stdout);
+    // A staging directory that holds another night's shard run is a shard's too.
+    run(&env, "x0", "night-1.jsonl", &["--shard", "0/2"], None).ok();
+    let runs = [latest_run(&env.path("s0")), latest_run(&env.path("s1"))];
+    let refused = merge_into(&env, "x0", &runs);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("x0 holds shard run") && refused.stderr.contains("(shard 0/2)"),
+        "{}",
+        refused.stderr
     );
 }
