@@ -346,9 +346,8 @@ fn committed_run(staging: &Path, state: &State, run_id: &str) -> Result<(), Stri
             staging.display()
         ));
     }
-    let plain = !run_id.is_empty()
-        && !run_id.starts_with('.')
-        && !run_id.contains(['/', '\\', '\0']);
+    let plain =
+        !run_id.is_empty() && !run_id.starts_with('.') && !run_id.contains(['/', '\\', '\0']);
     let dir = staging.join("runs").join(run_id);
     let is_dir = std::fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_dir());
     if !plain || !is_dir {
@@ -499,12 +498,15 @@ impl<R: std::io::Read> Iterator for DecisionLines<R> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            let read =
-                match crate::record::read_line_capped(&mut self.reader, &mut self.buf, MAX_DECISION_LINE) {
-                    Ok(Some(l)) => l,
-                    Ok(None) => return None,
-                    Err(e) => return Some(Err(e)),
-                };
+            let read = match crate::record::read_line_capped(
+                &mut self.reader,
+                &mut self.buf,
+                MAX_DECISION_LINE,
+            ) {
+                Ok(Some(l)) => l,
+                Ok(None) => return None,
+                Err(e) => return Some(Err(e)),
+            };
             self.line += 1;
             let n = self.line;
             let mut bytes = &self.buf[..];

@@ -283,10 +283,15 @@ fn refuse_shard_target(shards: &[ShardRun], staging: &Path) -> Result<(), MergeE
     }
     let state = State::load(&target.join("state"))?;
     for run in state.runs() {
-        let receipt: Option<Value> = std::fs::read(target.join("runs").join(run).join("receipt.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok());
-        if let Some(shard) = receipt.as_ref().map(|r| &r["shard"]).filter(|s| s.is_object()) {
+        let receipt: Option<Value> =
+            std::fs::read(target.join("runs").join(run).join("receipt.json"))
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok());
+        if let Some(shard) = receipt
+            .as_ref()
+            .map(|r| &r["shard"])
+            .filter(|s| s.is_object())
+        {
             return Err(refused(format!(
                 "{} holds shard run {run} (shard {}/{}): it is a shard's staging directory, and a merged run committed there would block that shard's merges on every later night; merge into a staging directory of its own",
                 staging.display(),

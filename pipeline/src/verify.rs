@@ -171,9 +171,10 @@ fn check_files(dir: &Path) -> RunCheck {
             receipt["status"]
         ));
     }
-    let files: Vec<SealedFile> = match receipt.get("files").map(|f| {
-        serde_json::from_value::<Vec<SealedFile>>(f.clone())
-    }) {
+    let files: Vec<SealedFile> = match receipt
+        .get("files")
+        .map(|f| serde_json::from_value::<Vec<SealedFile>>(f.clone()))
+    {
         None => {
             differ(format!(
                 "{RECEIPT}: lists no files (a receipt written before receipts were sealed): the run cannot be verified"
@@ -316,8 +317,10 @@ pub fn verify_staging(root: &Path) -> Result<Verification, VerifyError> {
     let state = match State::load(&state_dir) {
         Ok(s) => s,
         Err(e) => {
-            out.differences
-                .push(format!("{}: cannot read the state: {e}", state_dir.display()));
+            out.differences.push(format!(
+                "{}: cannot read the state: {e}",
+                state_dir.display()
+            ));
             return Ok(out);
         }
     };

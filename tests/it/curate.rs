@@ -209,7 +209,8 @@ fn curate_apply_takes_only_committed_runs_of_its_staging_dir_by_name() {
     let ran = curate(&env, &["apply", "decisions.jsonl", "--staging", "staging"]);
     assert_eq!(ran.code, 1, "{}{}", ran.stdout, ran.stderr);
     assert!(
-        ran.stdout.contains("7 lines: 1 new, 0 updated, 0 already applied, 6 not applied"),
+        ran.stdout
+            .contains("7 lines: 1 new, 0 updated, 0 already applied, 6 not applied"),
         "{}",
         ran.stdout
     );
@@ -281,7 +282,8 @@ fn curate_apply_skips_a_non_utf8_or_over_long_line_by_number_and_applies_the_res
     let ran = curate(&env, &["apply", "decisions.jsonl", "--staging", "staging"]);
     assert_eq!(ran.code, 1, "{}{}", ran.stdout, ran.stderr);
     assert!(
-        ran.stdout.contains("5 lines: 3 new, 0 updated, 0 already applied, 2 not applied"),
+        ran.stdout
+            .contains("5 lines: 3 new, 0 updated, 0 already applied, 2 not applied"),
         "{}",
         ran.stdout
     );
@@ -302,7 +304,14 @@ fn curate_apply_skips_a_non_utf8_or_over_long_line_by_number_and_applies_the_res
     // `curate status --decisions` reads the same file line by line.
     let st = curate(
         &env,
-        &["status", "--staging", "staging", "--json", "--decisions", "decisions.jsonl"],
+        &[
+            "status",
+            "--staging",
+            "staging",
+            "--json",
+            "--decisions",
+            "decisions.jsonl",
+        ],
     );
     assert_eq!(st.code, 0, "{}", st.stderr);
     let st: Value = serde_json::from_str(&st.stdout).unwrap();

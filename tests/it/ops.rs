@@ -957,7 +957,14 @@ fn merge_into_a_shard_staging_dir_is_refused_and_merges_go_on_night_after_night(
     let env = setup(80);
     for (night, input) in ["night-1.jsonl", "records.jsonl"].iter().enumerate() {
         for k in 0..2 {
-            run(&env, &format!("s{k}"), input, &["--shard", &format!("{k}/2")], None).ok();
+            run(
+                &env,
+                &format!("s{k}"),
+                input,
+                &["--shard", &format!("{k}/2")],
+                None,
+            )
+            .ok();
         }
         let runs = [latest_run(&env.path("s0")), latest_run(&env.path("s1"))];
         for (k, own) in ["s0", "s1"].iter().enumerate() {
@@ -971,7 +978,11 @@ fn merge_into_a_shard_staging_dir_is_refused_and_merges_go_on_night_after_night(
                 "{}",
                 refused.stderr
             );
-            assert_eq!(listing(&env.path(own)), before, "a refused merge writes nothing");
+            assert_eq!(
+                listing(&env.path(own)),
+                before,
+                "a refused merge writes nothing"
+            );
         }
         // Through another spelling of the same directory.
         let refused = merge_into(&env, "./s1/../s0", &runs);
@@ -982,7 +993,12 @@ fn merge_into_a_shard_staging_dir_is_refused_and_merges_go_on_night_after_night(
     assert_eq!(listing(&env.path("merged")).1.len(), 2);
     // The merged runs' receipts are sealed like a run's.
     let verified = env.cmd("verify", &["--staging", "merged"]).ok();
-    assert_eq!(verified.stdout.matches("(7 files)").count(), 2, "{}", verified.stdout);
+    assert_eq!(
+        verified.stdout.matches("(7 files)").count(),
+        2,
+        "{}",
+        verified.stdout
+    );
     // A staging directory that holds another night's shard run is a shard's too.
     run(&env, "x0", "night-1.jsonl", &["--shard", "0/2"], None).ok();
     let runs = [latest_run(&env.path("s0")), latest_run(&env.path("s1"))];

@@ -174,8 +174,9 @@ fn verify_staging_checks_the_state_list_of_runs_against_runs_and_latest() {
     let bad = verify(&env, &["--staging", "staging"]);
     assert_eq!(bad.code, 1);
     assert!(
-        bad.stdout
-            .contains(&format!("LATEST: names run {first_id}, but the state's last run is")),
+        bad.stdout.contains(&format!(
+            "LATEST: names run {first_id}, but the state's last run is"
+        )),
         "{}",
         bad.stdout
     );
