@@ -271,7 +271,10 @@ fn same_set(key: &str, list: &[String], seed: &[&str], why: &str) -> Result<(), 
         if !seed.contains(&x.as_str()) {
             return Err((
                 format!("{key}[{i}]"),
-                format!("`{x}` is not in the seed's list ({}); {why}", seed.join(", ")),
+                format!(
+                    "`{x}` is not in the seed's list ({}); {why}",
+                    seed.join(", ")
+                ),
             ));
         }
         if list[..i].contains(x) {
@@ -317,8 +320,7 @@ impl PersonaBlock {
             "tomlite writes no collection (only its staging directory), so only the seed's list is accepted",
         )?;
         let g = &self.graph_policy;
-        let memory_service =
-            "tomlite writes no graph edge and traverses nothing (it stages one-hop edge candidates for a curator); this key belongs to the memory service, so only the seed's value is accepted";
+        let memory_service = "tomlite writes no graph edge and traverses nothing (it stages one-hop edge candidates for a curator); this key belongs to the memory service, so only the seed's value is accepted";
         fixed(
             "graph_policy.graph_connections_remain",
             g.graph_connections_remain,

@@ -519,7 +519,14 @@ fn a_night_that_skips_poison_records_says_so_where_cron_users_look() {
         ],
     );
     for _ in 1..=3 {
-        run(&env, "staging", "records.jsonl", &[], Some("annotate.record=return(r2)")).ok();
+        run(
+            &env,
+            "staging",
+            "records.jsonl",
+            &[],
+            Some("annotate.record=return(r2)"),
+        )
+        .ok();
     }
     // Without the flag: exit 0, but the stream and stderr say it.
     let ran = run(&env, "staging", "records.jsonl", &["--quiet"], None).ok();
@@ -537,7 +544,13 @@ fn a_night_that_skips_poison_records_says_so_where_cron_users_look() {
     let committed = events.iter().find(|e| e["phase"] == "committed").unwrap();
     assert_eq!(committed["evidence"]["status_code"], 0);
     // With --escalate-poison: committed all the same, exit 6.
-    let ran = run(&env, "staging", "records.jsonl", &["--escalate-poison"], None);
+    let ran = run(
+        &env,
+        "staging",
+        "records.jsonl",
+        &["--escalate-poison"],
+        None,
+    );
     assert_eq!(ran.code, 6, "{}", ran.stderr);
     assert_eq!(env.receipt()["counts"]["poison_skipped"], 1);
     let events = read_jsonl(&env.latest().join("events.jsonl"));
@@ -549,7 +562,12 @@ fn a_night_that_skips_poison_records_says_so_where_cron_users_look() {
         .env("TOMLITE_BIN", env!("CARGO_BIN_EXE_tomlite"))
         .env("TOMLITE_LOG_DIR", env.path("logs"))
         .env_remove("FAILPOINTS")
-        .args(["--input", "records.jsonl", "--annotations", "annotations.jsonl"])
+        .args([
+            "--input",
+            "records.jsonl",
+            "--annotations",
+            "annotations.jsonl",
+        ])
         .args(["--nodes", "nodes.jsonl", "--staging", "staging"])
         .output()
         .unwrap();
@@ -665,7 +683,13 @@ fn transient_io_retries_follow_the_seed_and_the_receipt_counts_attempts() {
     assert_eq!(r["retries_used"], 2);
     assert_eq!(r["attempts"], 3);
     assert_eq!(r["retry_policy"]["tool_transient_retries"], 2);
-    let over = run(&env, "x", "records.jsonl", &["--transient-retries", "3"], None);
+    let over = run(
+        &env,
+        "x",
+        "records.jsonl",
+        &["--transient-retries", "3"],
+        None,
+    );
     assert_eq!(over.code, 2, "{}", over.stderr);
     assert!(
         over.stderr.contains("--transient-retries 3") && over.stderr.contains("hard maximum of 2"),

@@ -109,7 +109,13 @@ fn seed_breakers(env: &Env) {
     env.jsonl(
         "annotations.jsonl",
         &[
-            annotation("r1", vec![no_quote], vec![], ("neutral", 0.9), ("medium", 0.9)),
+            annotation(
+                "r1",
+                vec![no_quote],
+                vec![],
+                ("neutral", 0.9),
+                ("medium", 0.9),
+            ),
             annotation(
                 "r2",
                 vec![tag("preference", 0.95, T, Q)],
@@ -265,7 +271,10 @@ fn the_seeds_own_blocks_load_as_written_and_policy_prints_that_layout() {
     let promotion = at("\ntom_lite_promotion_policy:\n");
     for n in nested {
         let i = at(n);
-        assert!(persona < i && i < promotion, "`{n}` outside the persona block\n{out}");
+        assert!(
+            persona < i && i < promotion,
+            "`{n}` outside the persona block\n{out}"
+        );
     }
     assert!(!out.contains("\ntom_lite:\n"), "{out}");
     assert!(!out.contains("\nclassifier_policy:\n"), "{out}");
@@ -413,7 +422,8 @@ fn a_classifier_that_may_not_suggest_does_not_annotate() {
         ]);
         assert_eq!(ran.code, 2, "{yaml}\n{}", ran.stderr);
         assert!(
-            ran.stderr.contains("local_llm_or_classifier_may_suggest is false")
+            ran.stderr
+                .contains("local_llm_or_classifier_may_suggest is false")
                 && ran.stderr.contains("the local classifier may not annotate")
                 && ran.stderr.contains("--annotations"),
             "{}",
@@ -422,7 +432,14 @@ fn a_classifier_that_may_not_suggest_does_not_annotate() {
         assert!(!env.staging().exists());
         let ann = env.cmd(
             "annotate",
-            &["--input", "records.jsonl", "--out", "a.jsonl", "--policy", "p.yaml"],
+            &[
+                "--input",
+                "records.jsonl",
+                "--out",
+                "a.jsonl",
+                "--policy",
+                "p.yaml",
+            ],
         );
         assert_eq!(ann.code, 2, "{}", ann.stderr);
         assert!(
@@ -462,4 +479,116 @@ fn a_classifier_that_may_not_suggest_does_not_annotate() {
         "{}",
         p.stderr
     );
+}
+
+// The audit of item 16: every key a policy may change changes what a run
+// does (the keys fixed to the seed's value are refused otherwise, above).
+#[test]
+fn every_key_a_policy_may_change_changes_the_outcome() {
+    const T: &str = "Sam said: keep answers short. I felt ignored again.";
+    const Q1: &str = "keep answers short.";
+    const Q2: &str = "I felt ignored again.";
+    let env = Env::new();
+    env.write(
+        "nodes.jsonl",
+        "{\"id\":\"user:sam\",\"kind\":\"user\",\"name\":\"Sam\"}\n",
+    );
+    env.jsonl("records.jsonl", &[record("r1", T)]);
+    env.jsonl(
+        "annotations.jsonl",
+        &[annotation(
+            "r1",
+            vec![tag("preference", 0.9, T, Q1), tag("emotion", 0.9, T, Q2)],
+            vec![edge("r1", "preference", "user:sam", 0.9, T, Q1)],
+            ("neutral", 0.9),
+            ("medium", 0.9),
+        )],
+    );
+    // What each policy does to r1's items: (tag reasons, edge reasons).
+    let outcome = |yaml: &str| -> (Vec<Vec<String>>, Vec<Vec<String>>) {
+        let _ = std::fs::remove_dir_all(env.staging());
+        env.write("p.yaml", yaml);
+        env.run_std(&["--policy", "p.yaml"]).ok();
+        let q = env.table("quarantine");
+        let of = |t: &str| -> Vec<Vec<String>> {
+            q.iter()
+                .filter(|r| r["item_type"] == t)
+                .map(reasons)
+                .collect()
+        };
+        (of("tag"), of("edge"))
+    };
+    let none: Vec<Vec<String>> = vec![];
+    let both = |r: &str| vec![vec![r.to_string()], vec![r.to_string()]];
+    let one = |r: &str| vec![vec![r.to_string()]];
+    assert_eq!(
+        outcome(""),
+        (none.clone(), none.clone()),
+        "the seed promotes all"
+    );
+    for (yaml, expected) in [
+        (
+            "tom_lite_promotion_policy:\n  promote_tags_when:\n    tom_kind_confidence_min: 0.95\n",
+            (both("confidence_below_threshold"), none.clone()),
+        ),
+        (
+            "tom_lite_promotion_policy:\n  promote_tags_when:\n    affect_confidence_min: 0.95\n",
+            (both("confidence_below_threshold"), none.clone()),
+        ),
+        (
+            "tom_lite_promotion_policy:\n  promote_tags_when:\n    intensity_confidence_min: 0.95\n",
+            (both("confidence_below_threshold"), none.clone()),
+        ),
+        (
+            "tom_lite_promotion_policy:\n  promote_edges_when:\n    edge_confidence_min: 0.95\n",
+            (none.clone(), one("confidence_below_threshold")),
+        ),
+        (
+            "persona_memory_policy:\n  tom_lite:\n    tom_kind: [emotion, goal]\n",
+            (one("freeform_tom_label"), one("freeform_tom_label")),
+        ),
+        (
+            "persona_memory_policy:\n  tom_lite:\n    affect: [sad, angry]\n",
+            (both("freeform_tom_label"), none.clone()),
+        ),
+        (
+            "persona_memory_policy:\n  tom_lite:\n    intensity: [high]\n",
+            (both("freeform_tom_label"), none.clone()),
+        ),
+        (
+            "persona_memory_policy:\n  tom_lite:\n    max_tom_kinds_per_memory: 1\n",
+            (both("too_many_labels"), none.clone()),
+        ),
+    ] {
+        assert_eq!(outcome(yaml), expected, "{yaml}");
+    }
+    // run.max_text_bytes: the record is rejected.
+    let _ = std::fs::remove_dir_all(env.staging());
+    env.write("p.yaml", "run:\n  max_text_bytes: 10\n");
+    env.run_std(&["--policy", "p.yaml"]).ok();
+    assert_eq!(env.receipt()["counts"]["rejected"], 1);
+}
+
+// The audit's last tunable key: `classifier_policy.abstain_below` moves what
+// the local classifier tags and is part of its identity.
+#[test]
+fn abstain_below_changes_what_the_local_classifier_tags() {
+    let env = Env::new();
+    env.run_sample(&[]).ok();
+    let before = env.receipt();
+    std::fs::remove_dir_all(env.staging()).unwrap();
+    env.write(
+        "p.yaml",
+        "persona_memory_policy:\n  classifier_policy:\n    abstain_below: 0.95\n",
+    );
+    env.run_sample(&["--policy", "p.yaml"]).ok();
+    let after = env.receipt();
+    let abstained = |r: &Value| r["counts"]["abstained"].as_u64().unwrap();
+    assert!(
+        abstained(&after) > abstained(&before),
+        "{} then {}",
+        abstained(&before),
+        abstained(&after)
+    );
+    assert_ne!(after["annotator"]["id"], before["annotator"]["id"]);
 }
