@@ -354,7 +354,7 @@ struct RunArgs {
     /// Seconds between heartbeats in events.jsonl (and log lines on stderr).
     #[arg(long, default_value_t = 30.0, hide = true)]
     heartbeat_seconds: f64,
-    /// No progress and no summary: only errors, on stderr (for cron).
+    /// No progress and no summary: only errors and the poison warning, on stderr (for cron).
     #[arg(long, short)]
     quiet: bool,
     /// Exit 6 when the run committed but skipped poison records (records
