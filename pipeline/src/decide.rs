@@ -393,13 +393,7 @@ fn decide_tags(record: &Record, a: &Annotation, policy: &Policy) -> Vec<TagItem>
                     detail.push("tom_kind has no confidence".into());
                 }
             }
-            check_quote(
-                &t.quote,
-                &record.text,
-                when.source_quote_required || policy.tom_lite.require_source_anchor,
-                &mut reasons,
-                &mut detail,
-            );
+            check_quote(&t.quote, &record.text, &mut reasons, &mut detail);
             TagItem {
                 item_id: format!("{}#tag{i}", record.id),
                 tom_kind: t.tom_kind.clone(),
@@ -419,18 +413,12 @@ fn decide_tags(record: &Record, a: &Annotation, policy: &Policy) -> Vec<TagItem>
         .collect()
 }
 
-fn check_quote(
-    q: &Quote,
-    text: &str,
-    required: bool,
-    reasons: &mut Vec<Reason>,
-    detail: &mut Vec<String>,
-) {
+/// Every tag and edge needs its verbatim quote, whatever the policy says
+/// (the policy refuses to switch the rule off): a promoted item always has one.
+fn check_quote(q: &Quote, text: &str, reasons: &mut Vec<Reason>, detail: &mut Vec<String>) {
     if q.is_absent() {
-        if required {
-            add(reasons, Reason::SourceQuoteMissing);
-            detail.push("no source quote".into());
-        }
+        add(reasons, Reason::SourceQuoteMissing);
+        detail.push("no source quote".into());
     } else if !q.is_verbatim(text) {
         add(reasons, Reason::SourceQuoteMissing);
         detail.push(format!(
@@ -500,15 +488,11 @@ fn decide_edges(
                     detail.push("edge has no confidence".into());
                 }
             }
-            check_quote(
-                &e.quote,
-                &record.text,
-                when.source_quote_required || policy.tom_lite.require_source_anchor,
-                &mut reasons,
-                &mut detail,
-            );
+            check_quote(&e.quote, &record.text, &mut reasons, &mut detail);
             let source = e.source_node.clone().unwrap_or_else(|| self_node.clone());
-            if when.both_nodes_must_exist {
+            // Both nodes must exist, whatever the policy says (it refuses
+            // `both_nodes_must_exist: false`).
+            {
                 let mut check = |node: Option<&str>, role: &str| match node {
                     None => {
                         add(&mut reasons, Reason::UnknownTargetNode);
@@ -775,6 +759,36 @@ mod tests {
         assert_eq!(edges[0].pending, ["later-1"]);
         assert!(edges[0].reasons.is_empty());
         edges[0].resolve(|_| false);
+        assert_eq!(edges[0].reasons, [Reason::UnknownTargetNode]);
+    }
+
+    #[test]
+    fn a_policy_built_in_code_cannot_switch_off_quotes_or_node_checks() {
+        let mut p = Policy::default();
+        p.tom_lite.require_source_anchor = false;
+        p.tom_lite_promotion_policy
+            .promote_tags_when
+            .source_quote_required = false;
+        p.tom_lite_promotion_policy
+            .promote_edges_when
+            .source_quote_required = false;
+        p.tom_lite_promotion_policy
+            .promote_edges_when
+            .both_nodes_must_exist = false;
+        let no_quote = r#"{"tom_kind":"preference","confidence":0.9}"#.to_string();
+        let r = record(&[]);
+        let mut fake = Fake(vec![(
+            "r1",
+            line(
+                &[no_quote],
+                &[edge("user:nobody-at-all", 0.9)],
+                ("sad", 0.9),
+                ("high", 0.9),
+            ),
+        )]);
+        let a = fake.annotate(&[&r]).unwrap().remove(0);
+        let (tags, edges) = items(decide(&r, &a, &p, &Registry));
+        assert_eq!(tags[0].reasons, [Reason::SourceQuoteMissing]);
         assert_eq!(edges[0].reasons, [Reason::UnknownTargetNode]);
     }
 

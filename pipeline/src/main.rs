@@ -31,6 +31,8 @@ enum ExitStatus {
     Partial = 4,
     /// `parse-annotation`: the raw output is an `ANOMALY` (no annotation read).
     Anomaly = 5,
+    /// `run --escalate-poison`: the run committed, but skipped poison records.
+    Poison = 6,
 }
 
 impl From<ExitStatus> for ExitCode {
@@ -355,9 +357,17 @@ struct RunArgs {
     /// Seconds between heartbeats in events.jsonl (and log lines on stderr).
     #[arg(long, default_value_t = 30.0, hide = true)]
     heartbeat_seconds: f64,
-    /// No progress and no summary: only errors, on stderr (for cron).
+    /// No progress and no summary: only errors and the poison warning, on stderr (for cron).
     #[arg(long, short)]
     quiet: bool,
+    /// Exit 6 when the run committed but skipped poison records (records
+    /// whose annotation failed in 3 runs); scripts/nightly passes it.
+    #[arg(long)]
+    escalate_poison: bool,
+    /// Retries of a transient I/O error (the seed's tool transient retry:
+    /// default 1, hard maximum 2).
+    #[arg(long, value_name = "N", default_value_t = tomlite_staging::retry::DEFAULT_RETRIES)]
+    transient_retries: u32,
 }
 
 #[derive(Debug, Args)]
@@ -572,8 +582,38 @@ fn cmd_curate_status(args: CurateStatusArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// `classifier_policy.local_llm_or_classifier_may_suggest: false` forbids the
+/// local classifier to annotate.
+fn classifier_may_annotate(policy: &Policy, source: Option<&Path>) -> Result<(), Failure> {
+    if policy.classifier_policy.local_llm_or_classifier_may_suggest {
+        return Ok(());
+    }
+    Err(Failure::config(anyhow::anyhow!(
+        "policy {}: classifier_policy.local_llm_or_classifier_may_suggest is false: the local classifier may not annotate; give annotations made elsewhere with --annotations FILE or --raw-annotations FILE",
+        source.map_or("(defaults)".into(), |p| p.display().to_string())
+    )))
+}
+
 fn cmd_run(args: RunArgs) -> Result<(), Failure> {
     let (policy, policy_source) = load_policy(args.policy.as_deref())?;
+    let elsewhere = args.annotations.is_some() || args.raw_annotations.is_some();
+    if !elsewhere {
+        classifier_may_annotate(&policy, policy_source.as_deref())?;
+    } else if !policy.classifier_policy.optional {
+        return Err(Failure::config(anyhow::anyhow!(
+            "policy {}: classifier_policy.optional is false: the local classifier is required, so --annotations and --raw-annotations cannot replace it",
+            policy_source
+                .as_deref()
+                .map_or("(defaults)".into(), |p| p.display().to_string())
+        )));
+    }
+    if args.transient_retries > tomlite_staging::retry::MAX_RETRIES {
+        return Err(Failure::config(anyhow::anyhow!(
+            "--transient-retries {}: above the seed's hard maximum of {} retries of a transient tool error",
+            args.transient_retries,
+            tomlite_staging::retry::MAX_RETRIES
+        )));
+    }
     for input in &args.input {
         if !input.exists() {
             return Err(Failure::config(anyhow::anyhow!(
@@ -656,6 +696,8 @@ fn cmd_run(args: RunArgs) -> Result<(), Failure> {
     cfg.max_failed_share = args.max_failed_share;
     cfg.record_timeout = record_timeout;
     cfg.heartbeat = heartbeat;
+    cfg.escalate_poison = args.escalate_poison;
+    cfg.transient_retries = args.transient_retries;
     cfg.progress = tomlite::progress::ProgressMode::detect(
         args.quiet,
         heartbeat.min(std::time::Duration::from_secs(10)),
@@ -665,6 +707,16 @@ fn cmd_run(args: RunArgs) -> Result<(), Failure> {
             if !args.quiet {
                 print_summary(&summary);
             }
+            // Poison is said even with --quiet: it is what cron must see.
+            let poison = summary.counts.poison_skipped;
+            if poison > 0 {
+                eprintln!(
+                    "tomlite: warning: run {} skipped {poison} poison records (their annotation failed in {} runs); see `poison` in {}",
+                    summary.run_id,
+                    tomlite::run::POISON_AFTER,
+                    summary.run_dir.join("receipt.json").display()
+                );
+            }
             if summary.stop_condition == tomlite::run::StopCondition::Deadline {
                 return Err(Failure {
                     status: ExitStatus::Partial,
@@ -673,6 +725,15 @@ fn cmd_run(args: RunArgs) -> Result<(), Failure> {
                         summary.run_id,
                         summary.counts.processed + summary.counts.failed,
                         summary.counts.deferred
+                    ),
+                });
+            }
+            if poison > 0 && args.escalate_poison {
+                return Err(Failure {
+                    status: ExitStatus::Poison,
+                    error: anyhow::anyhow!(
+                        "run {} committed, but skipped {poison} poison records (--escalate-poison)",
+                        summary.run_id
                     ),
                 });
             }
@@ -1017,7 +1078,8 @@ fn cmd_parse_annotation(args: ParseAnnotationArgs) -> Result<(), Failure> {
 
 fn cmd_annotate(args: AnnotateArgs) -> Result<(), Failure> {
     use std::io::Write as _;
-    let (policy, _) = load_policy(args.policy.as_deref())?;
+    let (policy, source) = load_policy(args.policy.as_deref())?;
+    classifier_may_annotate(&policy, source.as_deref())?;
     let mut clf = args.model.load(&policy)?;
     if let Some(p) = &args.nodes {
         clf.set_registry(&Registry::load(p).map_err(Failure::config)?);

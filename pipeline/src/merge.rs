@@ -409,6 +409,8 @@ pub fn merge(
         let mut skipped = json!({});
         let (mut links, mut failed, mut poison) = (Vec::new(), Vec::new(), Vec::new());
         let mut retries = 0;
+        // The most attempts one I/O operation took, in a shard or here.
+        let mut attempts = u64::from(out.retry().max_attempts());
         for s in &shards {
             let r = &s.receipt;
             add_counts(&mut counts, &r["counts"]);
@@ -423,6 +425,7 @@ pub fn merge(
                 list.truncate(100);
             }
             retries += r["retries_used"].as_u64().unwrap_or(0);
+            attempts = attempts.max(r["attempts"].as_u64().unwrap_or(1));
         }
         // Every shard read every line; the merged run has no other shard.
         counts["other_shards"] = json!(0);
@@ -451,7 +454,7 @@ pub fn merge(
             "failed": failed,
             "poison": poison,
             "skipped_from_runs": skipped,
-            "attempts": 1,
+            "attempts": attempts,
             "retries_used": retries,
             "recovered": recovered,
             "stop_condition": "input_exhausted",

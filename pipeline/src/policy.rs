@@ -1,11 +1,16 @@
-//! The promotion policy: `tomlite.yaml`, whose blocks use the seed's own keys
-//! (`tom_lite`, `tom_lite_promotion_policy`, `classifier_policy`) so the
-//! seed's YAML pastes in unchanged, plus a `run` block for the job itself.
+//! The promotion policy: `tomlite.yaml`, in the seed's own layout
+//! (`persona_memory_policy:` holding `tom_lite`, `graph_policy`,
+//! `intensity_policy` and `classifier_policy`; `tom_lite_promotion_policy:`
+//! beside it) so the seed's YAML pastes in unchanged, plus a `run` block for
+//! the job itself. `tom_lite` and `classifier_policy` may also stand at the
+//! top level (the earlier layout).
 //!
 //! Every key is optional and defaults to the seed's value, so no file at all
-//! behaves exactly as the seed says. Unknown keys, numbers outside their
-//! range and labels outside the vocabulary are configuration errors that
-//! name the key's path.
+//! behaves exactly as the seed says. A policy may make the seed's rules
+//! stricter, never switch one off: unknown keys, numbers outside their
+//! range, labels outside the vocabulary, a seed rule set to false and a key
+//! of the memory service set to anything but the seed's value are
+//! configuration errors that name the key's path.
 
 use std::path::{Path, PathBuf};
 
@@ -15,7 +20,10 @@ use sha2::{Digest, Sha256};
 use crate::decide::Reason;
 use crate::vocab::{AFFECTS, Field, INTENSITIES, TOM_KINDS};
 
-/// The effective policy.
+/// The effective policy. Its canonical JSON, and so its sha256, holds the
+/// keys that can vary; the memory service's keys (`graph_policy`,
+/// `intensity_policy`, the persona block's own keys) accept only the seed's
+/// values and are not stored.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Policy {
@@ -37,11 +45,11 @@ pub struct TomLite {
     pub controlled_vocabulary: bool,
     /// Must be `denied`.
     pub freeform_tom_tags: String,
-    /// Most tom_kind tags one record may carry (seed: 2).
+    /// Most tom_kind tags one record may carry (seed: 2; 1 or 2).
     pub max_tom_kinds_per_memory: u32,
     /// Most affect labels one record may carry (seed: 1).
     pub max_affect_labels_per_memory: u32,
-    /// Every tag and edge needs a verbatim source quote (seed: true).
+    /// Must be true: every tag and edge needs a verbatim source quote.
     pub require_source_anchor: bool,
     /// Accepted tom_kinds: the seed's eight, or a subset.
     pub tom_kind: Vec<String>,
@@ -73,7 +81,7 @@ pub struct PromoteTags {
     pub affect_confidence_min: f64,
     /// Minimum intensity confidence (seed: 0.65).
     pub intensity_confidence_min: f64,
-    /// A verbatim quote is required (seed: true).
+    /// Must be true: a verbatim quote is required.
     pub source_quote_required: bool,
 }
 
@@ -83,13 +91,13 @@ pub struct PromoteTags {
 pub struct PromoteEdges {
     /// Minimum edge confidence (seed: 0.85).
     pub edge_confidence_min: f64,
-    /// A verbatim quote is required (seed: true).
+    /// Must be true: a verbatim quote is required.
     pub source_quote_required: bool,
-    /// Source and target must be registry nodes or input memories (seed: true).
+    /// Must be true: source and target must be registry nodes or memories.
     pub both_nodes_must_exist: bool,
     /// Must be true: edge keys are always computed by the job.
     pub deterministic_edge_key_required: bool,
-    /// Most edge candidates one record may carry (seed: 2).
+    /// Most edge candidates one record may carry (seed: 2; 1 or 2).
     pub max_edges_per_record: u32,
 }
 
@@ -97,13 +105,16 @@ pub struct PromoteEdges {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClassifierPolicy {
-    /// The classifier is optional (another annotator may be used).
+    /// The local classifier is optional: annotations made elsewhere
+    /// (`--annotations`, `--raw-annotations`) may replace it. False: it is
+    /// required, and annotations made elsewhere are refused.
     pub optional: bool,
     /// Must be true: the model only suggests.
     pub output_is_advisory: bool,
     /// Must be `abstain`.
     pub weak_classification_action: String,
-    /// The classifier may suggest labels.
+    /// The local classifier may suggest labels. False: `run` without
+    /// annotations made elsewhere, and `annotate`, are refused.
     pub local_llm_or_classifier_may_suggest: bool,
     /// Must be true: durable writes need a curator.
     pub durable_memory_write_requires_curator_or_project_agent: bool,
@@ -122,6 +133,251 @@ pub struct RunPolicy {
     pub staging: Option<PathBuf>,
     /// Longest accepted record text, in bytes (default 32 KiB).
     pub max_text_bytes: u64,
+}
+
+/// `persona_memory_policy.graph_policy`: rules of the memory service, which
+/// owns the graph. tomlite writes no graph edge and traverses nothing (its
+/// edges are staged one hop, record to node, for a curator), so these keys
+/// accept only the seed's values: a pasted block loads, a changed one is
+/// refused rather than silently ignored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GraphPolicy {
+    /// Must be true.
+    pub graph_connections_remain: bool,
+    /// Must be `memory_service`.
+    pub traversal_owner: String,
+    /// Must be `denied`.
+    pub direct_graph_access: String,
+    /// Must be `denied`: tomlite only stages edge candidates.
+    pub direct_graph_edge_creation_by_subagent: String,
+    /// Must be true: every record needs its `source_path` (ingest rejects one without).
+    pub require_source_paths: bool,
+    /// Must be 2 (the memory service's traversal).
+    pub max_hops_default: u32,
+    /// Must be 3 (the memory service's traversal).
+    pub max_hops_without_project_agent_approval: u32,
+}
+
+/// `persona_memory_policy.intensity_policy`: what intensity may be used for.
+/// tomlite stages intensity labels and promotes on their confidence only,
+/// never on their value, so the lists accept the seed's items only (in any order).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IntensityPolicy {
+    /// The seed's five uses.
+    pub use_for: Vec<String>,
+    /// The seed's four forbidden uses.
+    pub must_not_use_for: Vec<String>,
+}
+
+/// The seed's `persona_memory_policy:` block as a file may hold it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct PersonaBlock {
+    required_when_persona_attached: bool,
+    persona_id_field: String,
+    allowed_collections: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tom_lite: Option<TomLite>,
+    graph_policy: GraphPolicy,
+    intensity_policy: IntensityPolicy,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    classifier_policy: Option<ClassifierPolicy>,
+}
+
+/// A policy file in either layout.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct PolicyFile {
+    persona_memory_policy: Option<PersonaBlock>,
+    tom_lite: Option<TomLite>,
+    tom_lite_promotion_policy: PromotionPolicy,
+    classifier_policy: Option<ClassifierPolicy>,
+    run: RunPolicy,
+}
+
+/// The effective policy in the seed's layout, for `tomlite policy`.
+#[derive(Serialize)]
+struct SeedLayout<'a> {
+    persona_memory_policy: PersonaBlock,
+    tom_lite_promotion_policy: &'a PromotionPolicy,
+    run: &'a RunPolicy,
+}
+
+const SEED_COLLECTIONS: [&str; 7] = [
+    "personas",
+    "persona_memory",
+    "persona_memory_edges",
+    "persona_states",
+    "user_agent_relationships",
+    "user_lessons",
+    "tom_edges",
+];
+const SEED_INTENSITY_USES: [&str; 5] = [
+    "retrieval_reranking",
+    "graph_traversal_weight",
+    "salience",
+    "response_tone",
+    "continuity_priority",
+];
+const SEED_INTENSITY_NEVER: [&str; 4] = [
+    "truth_claims",
+    "evidence_sufficiency",
+    "compliance_approval",
+    "permission_to_act",
+];
+
+impl Default for GraphPolicy {
+    fn default() -> Self {
+        Self {
+            graph_connections_remain: true,
+            traversal_owner: "memory_service".into(),
+            direct_graph_access: "denied".into(),
+            direct_graph_edge_creation_by_subagent: "denied".into(),
+            require_source_paths: true,
+            max_hops_default: 2,
+            max_hops_without_project_agent_approval: 3,
+        }
+    }
+}
+
+impl Default for IntensityPolicy {
+    fn default() -> Self {
+        Self {
+            use_for: strings(&SEED_INTENSITY_USES),
+            must_not_use_for: strings(&SEED_INTENSITY_NEVER),
+        }
+    }
+}
+
+impl Default for PersonaBlock {
+    fn default() -> Self {
+        Self {
+            required_when_persona_attached: true,
+            persona_id_field: "active_domain_persona".into(),
+            allowed_collections: strings(&SEED_COLLECTIONS),
+            tom_lite: None,
+            graph_policy: GraphPolicy::default(),
+            intensity_policy: IntensityPolicy::default(),
+            classifier_policy: None,
+        }
+    }
+}
+
+/// `list` must hold exactly the items of `seed`, in any order.
+fn same_set(key: &str, list: &[String], seed: &[&str], why: &str) -> Result<(), (String, String)> {
+    for (i, x) in list.iter().enumerate() {
+        if !seed.contains(&x.as_str()) {
+            return Err((
+                format!("{key}[{i}]"),
+                format!(
+                    "`{x}` is not in the seed's list ({}); {why}",
+                    seed.join(", ")
+                ),
+            ));
+        }
+        if list[..i].contains(x) {
+            return Err((format!("{key}[{i}]"), format!("`{x}` is listed twice")));
+        }
+    }
+    for x in seed {
+        if !list.iter().any(|l| l == x) {
+            return Err((key.to_string(), format!("must list `{x}`; {why}")));
+        }
+    }
+    Ok(())
+}
+
+impl PersonaBlock {
+    /// The memory service's keys hold the seed's values; returns (key path, message).
+    fn check(&self) -> Result<(), (String, String)> {
+        const P: &str = "persona_memory_policy";
+        let seed = Self::default();
+        let fixed = |key: &str, ok: bool, expected: &str, why: &str| {
+            if ok {
+                Ok(())
+            } else {
+                Err((format!("{P}.{key}"), format!("must be {expected}: {why}")))
+            }
+        };
+        fixed(
+            "required_when_persona_attached",
+            self.required_when_persona_attached,
+            "true",
+            "every persona-attached worker keeps this memory policy",
+        )?;
+        fixed(
+            "persona_id_field",
+            self.persona_id_field == seed.persona_id_field,
+            "`active_domain_persona`",
+            "the memory service's field; tomlite reads each record's `persona_id`",
+        )?;
+        same_set(
+            &format!("{P}.allowed_collections"),
+            &self.allowed_collections,
+            &SEED_COLLECTIONS,
+            "tomlite writes no collection (only its staging directory), so only the seed's list is accepted",
+        )?;
+        let g = &self.graph_policy;
+        let memory_service = "tomlite writes no graph edge and traverses nothing (it stages one-hop edge candidates for a curator); this key belongs to the memory service, so only the seed's value is accepted";
+        fixed(
+            "graph_policy.graph_connections_remain",
+            g.graph_connections_remain,
+            "true",
+            memory_service,
+        )?;
+        fixed(
+            "graph_policy.traversal_owner",
+            g.traversal_owner == "memory_service",
+            "`memory_service`",
+            memory_service,
+        )?;
+        fixed(
+            "graph_policy.direct_graph_access",
+            g.direct_graph_access == "denied",
+            "`denied`",
+            "tomlite never reads or writes the graph directly",
+        )?;
+        fixed(
+            "graph_policy.direct_graph_edge_creation_by_subagent",
+            g.direct_graph_edge_creation_by_subagent == "denied",
+            "`denied`",
+            "tomlite only stages edge candidates; a curator promotes them",
+        )?;
+        fixed(
+            "graph_policy.require_source_paths",
+            g.require_source_paths,
+            "true",
+            "every record needs its `source_path` (ingest rejects a record without one)",
+        )?;
+        fixed(
+            "graph_policy.max_hops_default",
+            g.max_hops_default == 2,
+            "2",
+            memory_service,
+        )?;
+        fixed(
+            "graph_policy.max_hops_without_project_agent_approval",
+            g.max_hops_without_project_agent_approval == 3,
+            "3",
+            memory_service,
+        )?;
+        let why = "tomlite promotes on a label's confidence, never on the intensity itself, so only the seed's list is accepted";
+        same_set(
+            &format!("{P}.intensity_policy.use_for"),
+            &self.intensity_policy.use_for,
+            &SEED_INTENSITY_USES,
+            why,
+        )?;
+        same_set(
+            &format!("{P}.intensity_policy.must_not_use_for"),
+            &self.intensity_policy.must_not_use_for,
+            &SEED_INTENSITY_NEVER,
+            why,
+        )?;
+        Ok(())
+    }
 }
 
 fn strings(xs: &[&str]) -> Vec<String> {
@@ -260,23 +516,74 @@ impl Policy {
         } else {
             tree
         };
-        let policy: Policy = serde_path_to_error::deserialize(tree).map_err(|e| {
+        let key_error = |key: String, message: String| PolicyError::Key {
+            path: path.to_path_buf(),
+            key,
+            message,
+        };
+        let file: PolicyFile = serde_path_to_error::deserialize(tree).map_err(|e| {
             let key = e.path().to_string();
-            let message = e.inner().to_string();
-            PolicyError::Key {
-                path: path.to_path_buf(),
-                key: if key == "." {
+            key_error(
+                if key == "." {
                     "(top level)".into()
                 } else {
                     key
                 },
-                message,
-            }
+                e.inner().to_string(),
+            )
         })?;
-        policy.check().map_err(|(key, message)| PolicyError::Key {
-            path: path.to_path_buf(),
-            key,
-            message,
+        let mut nested_tom_lite = false;
+        let mut nested_classifier = false;
+        let mut tom_lite = file.tom_lite;
+        let mut classifier_policy = file.classifier_policy;
+        if let Some(block) = file.persona_memory_policy {
+            block.check().map_err(|(k, m)| key_error(k, m))?;
+            for (name, top, nested, flag) in [
+                (
+                    "tom_lite",
+                    tom_lite.is_some(),
+                    block.tom_lite.is_some(),
+                    &mut nested_tom_lite,
+                ),
+                (
+                    "classifier_policy",
+                    classifier_policy.is_some(),
+                    block.classifier_policy.is_some(),
+                    &mut nested_classifier,
+                ),
+            ] {
+                if top && nested {
+                    return Err(key_error(
+                        name.into(),
+                        "given both at the top level and under persona_memory_policy; keep one (the seed's layout has it under persona_memory_policy)".into(),
+                    ));
+                }
+                *flag = nested;
+            }
+            tom_lite = tom_lite.or(block.tom_lite);
+            classifier_policy = classifier_policy.or(block.classifier_policy);
+        }
+        let policy = Policy {
+            tom_lite: tom_lite.unwrap_or_default(),
+            tom_lite_promotion_policy: file.tom_lite_promotion_policy,
+            classifier_policy: classifier_policy.unwrap_or_default(),
+            run: file.run,
+        };
+        policy.check().map_err(|(key, message)| {
+            // Name the key where the file put it.
+            let under = |block: &str| {
+                key == block
+                    || key.starts_with(&format!("{block}."))
+                    || key.starts_with(&format!("{block}["))
+            };
+            let key = if (nested_tom_lite && under("tom_lite"))
+                || (nested_classifier && under("classifier_policy"))
+            {
+                format!("persona_memory_policy.{key}")
+            } else {
+                key
+            };
+            key_error(key, message)
         })?;
         Ok(policy)
     }
@@ -297,10 +604,19 @@ impl Policy {
                 format!("must be `denied`, found `{}`", t.freeform_tom_tags),
             );
         }
-        if !(1..=8).contains(&t.max_tom_kinds_per_memory) {
+        if !(1..=2).contains(&t.max_tom_kinds_per_memory) {
             return err(
                 "tom_lite.max_tom_kinds_per_memory",
-                format!("{} is outside [1, 8]", t.max_tom_kinds_per_memory),
+                format!(
+                    "{} is outside [1, 2]: the seed allows at most 2 tom_kinds per memory; a policy may lower that, not raise it",
+                    t.max_tom_kinds_per_memory
+                ),
+            );
+        }
+        if !t.require_source_anchor {
+            return err(
+                "tom_lite.require_source_anchor",
+                "must be true: every promoted tag and edge is anchored by a verbatim quote of its record (the seed's rule; an item without one is quarantined `source_quote_missing`)".into(),
             );
         }
         if t.max_affect_labels_per_memory != 1 {
@@ -360,6 +676,38 @@ impl Policy {
                 return err(key, format!("{v} is outside [0, 1]"));
             }
         }
+        for (key, on) in [
+            (
+                "tom_lite_promotion_policy.promote_tags_when.source_quote_required",
+                p.promote_tags_when.source_quote_required,
+            ),
+            (
+                "tom_lite_promotion_policy.promote_edges_when.source_quote_required",
+                p.promote_edges_when.source_quote_required,
+            ),
+        ] {
+            if !on {
+                return err(
+                    key,
+                    "must be true: the seed promotes only what a verbatim quote of the record supports (`source_quote_missing` otherwise)".into(),
+                );
+            }
+        }
+        if !p.promote_edges_when.both_nodes_must_exist {
+            return err(
+                "tom_lite_promotion_policy.promote_edges_when.both_nodes_must_exist",
+                "must be true: an edge is promoted only between registry nodes or memories (`unknown_target_node` otherwise); false would promote edges to nodes nobody registered".into(),
+            );
+        }
+        if !(1..=2).contains(&p.promote_edges_when.max_edges_per_record) {
+            return err(
+                "tom_lite_promotion_policy.promote_edges_when.max_edges_per_record",
+                format!(
+                    "{} is outside [1, 2]: the seed quarantines every edge of a record with more than two candidates (`more_than_two_edge_candidates`); a policy may lower the limit, not raise it",
+                    p.promote_edges_when.max_edges_per_record
+                ),
+            );
+        }
         if !p.promote_edges_when.deterministic_edge_key_required {
             return err(
                 "tom_lite_promotion_policy.promote_edges_when.deterministic_edge_key_required",
@@ -399,6 +747,12 @@ impl Policy {
                 "must be true: the model only suggests".into(),
             );
         }
+        if !c.optional && !c.local_llm_or_classifier_may_suggest {
+            return err(
+                "classifier_policy.optional",
+                "cannot be false while local_llm_or_classifier_may_suggest is false: the local classifier would be both required and forbidden".into(),
+            );
+        }
         if c.weak_classification_action != "abstain" {
             return err(
                 "classifier_policy.weak_classification_action",
@@ -430,9 +784,19 @@ impl Policy {
         hex::encode(Sha256::digest(self.canonical_json().as_bytes()))
     }
 
-    /// The effective policy as YAML, ready to paste into `tomlite.yaml`.
+    /// The effective policy as YAML in the seed's layout, ready to paste
+    /// into `tomlite.yaml`.
     pub fn to_yaml(&self) -> String {
-        serde_saphyr::to_string(self).expect("a policy always serialises")
+        let layout = SeedLayout {
+            persona_memory_policy: PersonaBlock {
+                tom_lite: Some(self.tom_lite.clone()),
+                classifier_policy: Some(self.classifier_policy.clone()),
+                ..PersonaBlock::default()
+            },
+            tom_lite_promotion_policy: &self.tom_lite_promotion_policy,
+            run: &self.run,
+        };
+        serde_saphyr::to_string(&layout).expect("a policy always serialises")
     }
 
     /// Whether a label is accepted for a field under this policy.
@@ -491,6 +855,34 @@ classifier_policy:
     durable_memory_write_requires_curator_or_project_agent: true
 "#;
         assert_eq!(parse(y).unwrap(), Policy::default());
+    }
+
+    #[test]
+    fn the_seeds_blocks_copied_verbatim_load_as_the_seed_policy() {
+        let y = include_str!("../../tests/fixtures/policy/seed-blocks.yaml");
+        assert_eq!(parse(y).unwrap(), Policy::default());
+        // The printed layout reads back to the same policy.
+        let mut p = Policy::default();
+        p.tom_lite.max_tom_kinds_per_memory = 1;
+        p.classifier_policy.abstain_below = 0.6;
+        assert_eq!(parse(&p.to_yaml()).unwrap(), p);
+    }
+
+    #[test]
+    fn a_rule_switched_off_is_named_where_the_file_put_it() {
+        let e = parse("persona_memory_policy:\n  tom_lite:\n    require_source_anchor: false\n")
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("persona_memory_policy.tom_lite.require_source_anchor: must be true"),
+            "{e}"
+        );
+        let e = parse("tom_lite:\n  require_source_anchor: false\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("t.yaml: tom_lite.require_source_anchor: must be true"),
+            "{e}"
+        );
     }
 
     #[test]

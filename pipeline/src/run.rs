@@ -63,6 +63,12 @@ pub struct RunConfig {
     pub heartbeat: Duration,
     /// How progress is shown on stderr.
     pub progress: ProgressMode,
+    /// The `committed` event's status code is 6 when poison records were
+    /// skipped (the binary's `--escalate-poison`).
+    pub escalate_poison: bool,
+    /// Retries of a transient I/O error (the seed's default 1, at most
+    /// [`tomlite_staging::retry::MAX_RETRIES`]).
+    pub transient_retries: u32,
 }
 
 impl RunConfig {
@@ -88,6 +94,8 @@ impl RunConfig {
             record_timeout: None,
             heartbeat: crate::events::HEARTBEAT,
             progress: ProgressMode::Quiet,
+            escalate_poison: false,
+            transient_retries: tomlite_staging::retry::DEFAULT_RETRIES,
         }
     }
 }
@@ -465,6 +473,7 @@ pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary,
     let started_at = chrono::Utc::now();
     let clock = Instant::now();
     let staging = StagingDir::open(&cfg.staging)?;
+    staging.retry().set_limit(cfg.transient_retries);
     let found = staging.recover()?;
     let recovered = found.describe();
     let mut state = staging.load_state()?;
@@ -774,6 +783,41 @@ fn run_body(
         })?;
     }
 
+    // Poison is escalated: the status stream says which records were skipped.
+    if ctx.counts.poison_skipped > 0 {
+        let ids: Vec<String> = ctx
+            .failures
+            .iter()
+            .filter(|f| f["kind"] == "poison")
+            .take(20)
+            .map(|f| {
+                format!(
+                    "{} (failed in {} runs)",
+                    f["record_id"].as_str().unwrap_or_default(),
+                    f["failures"]
+                )
+            })
+            .collect();
+        let more = ctx.counts.poison_skipped.saturating_sub(ids.len() as u64);
+        status.emit(Event {
+            phase: "poison",
+            counts: json!({"poison_skipped": ctx.counts.poison_skipped, "failed": ctx.counts.failed, "poison_after_failed_runs": POISON_AFTER}),
+            bug_or_blocker: Some(format!(
+                "{} poison records skipped: {}{}",
+                ctx.counts.poison_skipped,
+                ids.join(", "),
+                if more > 0 {
+                    format!(" and {more} more (see the receipt's `poison`)")
+                } else {
+                    String::new()
+                }
+            )),
+            next_step: "fix the records or the annotator; a changed record, a new annotator or a --full run tries them again",
+            stop_condition: "every input read, or the deadline",
+            ..Default::default()
+        })?;
+    }
+
     status.started("write tables");
     let Ctx {
         tables,
@@ -816,9 +860,10 @@ fn run_body(
         "failed": failures.iter().filter(|f| f["kind"] == "failed").take(100).collect::<Vec<_>>(),
         "poison": failures.iter().filter(|f| f["kind"] == "poison").take(100).collect::<Vec<_>>(),
         "skipped_from_runs": skipped_from,
-        "attempts": 1,
+        "attempts": staging.retry().max_attempts(),
+        "attempts_by_operation": staging.retry().attempts(),
         "retries_used": retries_used,
-        "retry_policy": {"max_retries": tomlite_staging::retry::MAX_RETRIES, "backoff_ms": tomlite_staging::retry::BACKOFF.as_millis() as u64, "poison_after_failed_runs": POISON_AFTER, "max_failed_share": cfg.max_failed_share},
+        "retry_policy": {"tool_transient_retries": staging.retry().limit(), "default_retries": tomlite_staging::retry::DEFAULT_RETRIES, "hard_max_retries": tomlite_staging::retry::MAX_RETRIES, "max_retries": staging.retry().limit(), "backoff_ms": tomlite_staging::retry::BACKOFF.as_millis() as u64, "poison_after_failed_runs": POISON_AFTER, "max_failed_share": cfg.max_failed_share},
         "recovered": recovered,
         "stop_condition": stop.as_str(),
         "resumable": stop == StopCondition::Deadline,
@@ -878,6 +923,8 @@ fn run_body(
             counts: serde_json::to_value(&counts).unwrap_or_default(),
             status_code: Some(if stop == StopCondition::Deadline {
                 4
+            } else if cfg.escalate_poison && counts.poison_skipped > 0 {
+                6
             } else {
                 0
             }),

@@ -311,13 +311,9 @@ fn edge_keys_are_the_same_on_every_night() {
 }
 
 #[test]
-fn an_edge_without_a_target_is_quarantined_even_when_nodes_need_not_exist() {
+fn an_edge_without_a_target_is_quarantined() {
     let env = Env::new();
     nodes(&env);
-    env.write(
-        "tomlite.yaml",
-        "tom_lite_promotion_policy:\n  promote_edges_when:\n    both_nodes_must_exist: false\n",
-    );
     env.jsonl("records.jsonl", &[record("r1", T)]);
     let s = T.find(Q).unwrap();
     let no_target = json!({"source_node": "memory:r1", "relation": "preference",
@@ -332,7 +328,7 @@ fn an_edge_without_a_target_is_quarantined_even_when_nodes_need_not_exist() {
             vec![no_target, bare],
         )],
     );
-    env.run_std(&["--policy", "tomlite.yaml"]).ok();
+    env.run_std(&[]).ok();
     assert!(env.table("promoted_edges").is_empty());
     let q = env.table("quarantine");
     let edges: Vec<_> = q.iter().filter(|r| r["item_type"] == "edge").collect();

@@ -504,6 +504,88 @@ fn a_failing_record_is_isolated_retried_and_skipped_as_poison_after_three_runs()
     assert_eq!(env.table("promoted_tags")[0]["record_id"], "r2");
 }
 
+// A night that skipped poison records exited 0 with nothing in the log and
+// no event: cron users never heard of it. Now: a `poison` event, a line on
+// stderr even with --quiet, exit 6 with --escalate-poison, which the cron
+// wrapper passes, and the wrapper's own log line.
+#[test]
+fn a_night_that_skips_poison_records_says_so_where_cron_users_look() {
+    let env = Env::new();
+    small(
+        &env,
+        &[
+            ("r1", "Keep answers short."),
+            ("r2", "Code first, prose after."),
+        ],
+    );
+    for _ in 1..=3 {
+        run(
+            &env,
+            "staging",
+            "records.jsonl",
+            &[],
+            Some("annotate.record=return(r2)"),
+        )
+        .ok();
+    }
+    // Without the flag: exit 0, but the stream and stderr say it.
+    let ran = run(&env, "staging", "records.jsonl", &["--quiet"], None).ok();
+    assert!(
+        ran.stderr.contains("skipped 1 poison records") && ran.stderr.contains("receipt.json"),
+        "{}",
+        ran.stderr
+    );
+    let events = read_jsonl(&env.latest().join("events.jsonl"));
+    let poison: Vec<&Value> = events.iter().filter(|e| e["phase"] == "poison").collect();
+    assert_eq!(poison.len(), 1, "{events:#?}");
+    assert_eq!(poison[0]["evidence"]["counts"]["poison_skipped"], 1);
+    let blocker = poison[0]["bug_or_blocker"].as_str().unwrap();
+    assert!(blocker.contains("r2"), "{blocker}");
+    let committed = events.iter().find(|e| e["phase"] == "committed").unwrap();
+    assert_eq!(committed["evidence"]["status_code"], 0);
+    // With --escalate-poison: committed all the same, exit 6.
+    let ran = run(
+        &env,
+        "staging",
+        "records.jsonl",
+        &["--escalate-poison"],
+        None,
+    );
+    assert_eq!(ran.code, 6, "{}", ran.stderr);
+    assert_eq!(env.receipt()["counts"]["poison_skipped"], 1);
+    let events = read_jsonl(&env.latest().join("events.jsonl"));
+    let committed = events.iter().find(|e| e["phase"] == "committed").unwrap();
+    assert_eq!(committed["evidence"]["status_code"], 6);
+    // The cron wrapper escalates by default and logs what the 6 means.
+    let out = Command::new(repo().join("scripts/nightly"))
+        .current_dir(env.dir.path())
+        .env("TOMLITE_BIN", env!("CARGO_BIN_EXE_tomlite"))
+        .env("TOMLITE_LOG_DIR", env.path("logs"))
+        .env_remove("FAILPOINTS")
+        .args([
+            "--input",
+            "records.jsonl",
+            "--annotations",
+            "annotations.jsonl",
+        ])
+        .args(["--nodes", "nodes.jsonl", "--staging", "staging"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(6));
+    let log = std::fs::read_dir(env.path("logs"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect::<String>();
+    assert!(
+        log.contains("exit 6: committed, but poison records were skipped")
+            && log.contains("skipped 1 poison records"),
+        "{log}"
+    );
+    // A clean night is still 0 with the flag.
+    small(&env, &[("r1", "Keep answers short.")]);
+    run(&env, "clean", "records.jsonl", &["--escalate-poison"], None).ok();
+}
+
 fn env_dir(env: &Env) -> PathBuf {
     env.latest()
 }
@@ -546,32 +628,76 @@ fn a_broken_annotator_fails_the_run_without_committing() {
     );
 }
 
+// The seed's tool transient retry is "default 1, hard max 2"; the code
+// retried twice by default and the receipt said `attempts: 1` whatever
+// happened. Now one retry by default, two when the operator asks, never
+// more, and `attempts` counts what the run did.
 #[test]
-fn transient_io_errors_are_retried_at_most_twice() {
+fn transient_io_retries_follow_the_seed_and_the_receipt_counts_attempts() {
     let env = setup(50);
+    run(&env, "none", "records.jsonl", &[], None).ok();
+    let r = env_receipt(&env.path("none"));
+    assert_eq!(r["attempts"], 1, "{r:#}");
+    assert_eq!(r["retries_used"], 0);
+    assert_eq!(r["retry_policy"]["tool_transient_retries"], 1);
+    assert_eq!(r["retry_policy"]["default_retries"], 1);
+    assert_eq!(r["retry_policy"]["hard_max_retries"], 2);
+    // One transient error: retried once, two attempts, counted.
     run(
         &env,
         "a",
         "records.jsonl",
         &[],
-        Some("io.read_input=2*return"),
+        Some("io.read_input=1*return"),
     )
     .ok();
-    assert_eq!(env_receipt(&env.path("a"))["retries_used"], 2);
+    let r = env_receipt(&env.path("a"));
+    assert_eq!(r["retries_used"], 1);
+    assert_eq!(r["attempts"], 2, "{r:#}");
+    assert_eq!(r["attempts_by_operation"]["read_input"], 2, "{r:#}");
+    // Two in a row: over the default budget, the run fails naming the file.
     let failed = run(
         &env,
         "b",
         "records.jsonl",
         &[],
-        Some("io.read_input=3*return"),
+        Some("io.read_input=2*return"),
     );
     assert_eq!(failed.code, 1, "{}", failed.stderr);
     assert!(
-        failed.stderr.contains("after 2 retries"),
+        failed.stderr.contains("after 1 retries") && failed.stderr.contains("records.jsonl"),
         "{}",
         failed.stderr
     );
     assert!(!env.path("b/LATEST").exists());
+    // The operator may allow the seed's hard maximum, two retries, and no more.
+    run(
+        &env,
+        "b",
+        "records.jsonl",
+        &["--transient-retries", "2"],
+        Some("io.read_input=2*return"),
+    )
+    .ok();
+    let r = env_receipt(&env.path("b"));
+    assert_eq!(r["retries_used"], 2);
+    assert_eq!(r["attempts"], 3);
+    assert_eq!(r["retry_policy"]["tool_transient_retries"], 2);
+    let over = run(
+        &env,
+        "x",
+        "records.jsonl",
+        &["--transient-retries", "3"],
+        None,
+    );
+    assert_eq!(over.code, 2, "{}", over.stderr);
+    assert!(
+        over.stderr.contains("--transient-retries 3") && over.stderr.contains("hard maximum of 2"),
+        "{}",
+        over.stderr
+    );
+    assert!(!env.path("x").exists());
+    // Retries of the commit come after the receipt is written.
     run(
         &env,
         "c",
@@ -586,6 +712,27 @@ fn transient_io_errors_are_retried_at_most_twice() {
         "counted before the commit"
     );
     assert_eq!(outcome(&env.path("c")).rows, outcome(&env.path("a")).rows);
+}
+
+// The code, the contract and the README give the same retry numbers.
+#[test]
+fn retry_numbers_agree_in_code_contract_and_readme() {
+    use tomlite_staging::retry::{DEFAULT_RETRIES, MAX_RETRIES};
+    assert_eq!((DEFAULT_RETRIES, MAX_RETRIES), (1, 2), "the seed's numbers");
+    let text = std::fs::read_to_string(repo().join("contracts/tomlite-annotator.yaml")).unwrap();
+    let contract: Value = serde_saphyr::from_str(&text).unwrap();
+    let t = &contract["retry_policy"]["tool_transient"];
+    assert_eq!(t["default_retries"], DEFAULT_RETRIES, "{t}");
+    assert_eq!(t["hard_max_retries"], MAX_RETRIES, "{t}");
+    assert_eq!(t["default_max_attempts"], 1 + DEFAULT_RETRIES, "{t}");
+    assert_eq!(t["absolute_max_attempts"], 1 + MAX_RETRIES, "{t}");
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    assert!(
+        readme.contains("retried once by default")
+            && readme.contains("`--transient-retries 2`")
+            && readme.contains("default 1, hard max 2"),
+        "README's retry numbers"
+    );
 }
 
 #[test]
