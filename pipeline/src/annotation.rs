@@ -174,7 +174,7 @@ pub enum AnnotateError {
     /// The annotations file changed after it was indexed: its lines may no
     /// longer be the ones indexed, so nothing is committed from it.
     #[error(
-        "annotations {} changed during the run ({what}); nothing is committed: run again once the file is complete",
+        "annotations {} changed during the run ({what}); run again once the file is complete",
         path.display()
     )]
     Changed {
@@ -451,7 +451,7 @@ struct Slot {
 /// Digest of an indexed line's bytes (within one process).
 fn line_digest(bytes: &[u8]) -> u64 {
     use std::hash::BuildHasher as _;
-    foldhash::quality::FixedState::with_seed(0x746f_6d6c_6974_65).hash_one(bytes)
+    foldhash::quality::FixedState::with_seed(0x0074_6f6d_6c69_7465).hash_one(bytes)
 }
 
 /// What the lines of a [`FileAnnotator`] hold.

@@ -194,7 +194,7 @@ pub enum IngestError {
     /// The file changed while it was read: what was read may mix two
     /// versions of it, so nothing from it is committed.
     #[error(
-        "input {} changed while it was read ({what}); nothing from it is committed: run again once it is complete",
+        "input {} changed while it was read ({what}); run again once it is complete",
         path.display()
     )]
     Changed {
@@ -384,7 +384,10 @@ impl Stamp {
             return None;
         }
         Some(if now.len != self.len {
-            format!("{} bytes when it was opened, {} bytes now", self.len, now.len)
+            format!(
+                "{} bytes when it was opened, {} bytes now",
+                self.len, now.len
+            )
         } else {
             "written to since it was opened: its modification time changed".to_string()
         })

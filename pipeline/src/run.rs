@@ -625,12 +625,14 @@ fn run_body(
         // Opened once: hashed as it is read (a pipe too), see record::open_input.
         let (items, digest) = staging
             .retry()
-            .io("read_input", || match record::open_input(input, &cfg.ingest) {
-                Err(IngestError::Io { path, source }) => Err(std::io::Error::new(
-                    source.kind(),
-                    format!("{}: {source}", path.display()),
-                )),
-                other => Ok(other),
+            .io("read_input", || {
+                match record::open_input(input, &cfg.ingest) {
+                    Err(IngestError::Io { path, source }) => Err(std::io::Error::new(
+                        source.kind(),
+                        format!("{}: {source}", path.display()),
+                    )),
+                    other => Ok(other),
+                }
             })
             .map_err(|source| RunError::Hash {
                 path: input.clone(),

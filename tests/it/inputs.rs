@@ -69,14 +69,17 @@ fn rejects_by_name(env: &Env) -> Vec<(String, String)> {
     env.table("rejects")
         .iter()
         .map(|r| {
-            let name = r["record_id"].as_str().map(str::to_string).unwrap_or_else(|| {
-                let s = r["source"].as_str().unwrap();
-                Path::new(s)
-                    .file_name()
-                    .unwrap()
-                    .to_string_lossy()
-                    .into_owned()
-            });
+            let name = r["record_id"]
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| {
+                    let s = r["source"].as_str().unwrap();
+                    Path::new(s)
+                        .file_name()
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned()
+                });
             (name, r["error"].as_str().unwrap().to_string())
         })
         .collect()
@@ -89,13 +92,17 @@ fn rejects_by_name(env: &Env) -> Vec<(String, String)> {
 #[test]
 fn journal_folder_fifos_devices_and_links_are_rejects_naming_them_not_hangs() {
     let env = Env::new();
-    env.write("journals/ada/ok.md", "# 2026-11-27\nI want quiet mornings.\n");
+    env.write(
+        "journals/ada/ok.md",
+        "# 2026-11-27\nI want quiet mornings.\n",
+    );
     env.write("secret.md", "Not part of the journals.");
     env.write("elsewhere/x.md", "Also outside.");
     let ada = env.path("journals/ada");
     mkfifo(&ada.join("pipe.md"));
     mkfifo(&ada.join("plain-fifo"));
-    let link = |target: &Path, name: &str| std::os::unix::fs::symlink(target, ada.join(name)).unwrap();
+    let link =
+        |target: &Path, name: &str| std::os::unix::fs::symlink(target, ada.join(name)).unwrap();
     link(Path::new("/dev/zero"), "zero.md");
     link(&env.path("secret.md"), "outside.md");
     link(&env.path("elsewhere"), "out");
@@ -105,7 +112,14 @@ fn journal_folder_fifos_devices_and_links_are_rejects_naming_them_not_hangs() {
     let ran = timed(
         &mut run_cmd(
             &env,
-            &["--input", "journals", "--annotations", "annotations.jsonl", "--staging", "staging"],
+            &[
+                "--input",
+                "journals",
+                "--annotations",
+                "annotations.jsonl",
+                "--staging",
+                "staging",
+            ],
         ),
         None,
         60,
@@ -121,19 +135,39 @@ fn journal_folder_fifos_devices_and_links_are_rejects_naming_them_not_hangs() {
     let names: Vec<&str> = rejects.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(
         names,
-        ["ada/inside.md", "ada/loop", "ada/out", "ada/outside.md", "ada/pipe.md", "ada/zero.md"],
+        [
+            "ada/inside.md",
+            "ada/loop",
+            "ada/out",
+            "ada/outside.md",
+            "ada/pipe.md",
+            "ada/zero.md"
+        ],
         "{rejects:#?}"
     );
     let error = |name: &str| &rejects.iter().find(|(n, _)| n == name).unwrap().1;
     assert!(error("ada/pipe.md").contains("FIFO"), "{rejects:#?}");
-    for name in ["ada/zero.md", "ada/outside.md", "ada/out", "ada/loop", "ada/inside.md"] {
-        assert!(error(name).contains("symbolic link"), "{name}: {rejects:#?}");
+    for name in [
+        "ada/zero.md",
+        "ada/outside.md",
+        "ada/out",
+        "ada/loop",
+        "ada/inside.md",
+    ] {
+        assert!(
+            error(name).contains("symbolic link"),
+            "{name}: {rejects:#?}"
+        );
     }
     let receipt = env.receipt();
     assert_eq!(receipt["inputs"][0]["records"], 7, "{receipt:#}");
     assert_eq!(receipt["counts"]["rejected"], 6);
-    // The folder's hash is of the one file read.
-    assert_eq!(receipt["inputs"][0]["sha256"].as_str().unwrap().len(), 64);
+    // The folder's hash is of the one file read, by the same walker.
+    let ok = tomlite::sha256_bytes(&std::fs::read(ada.join("ok.md")).unwrap());
+    assert_eq!(
+        receipt["inputs"][0]["sha256"],
+        tomlite::sha256_bytes(format!("ada/ok.md\0{ok}\n").as_bytes())
+    );
 }
 
 // Regression: `--input /dev/stdin` (and a FIFO path) committed a run with
@@ -149,11 +183,23 @@ fn piped_input_is_read_once_and_hashed_as_read() {
     }
     env.jsonl("annotations.jsonl", &[]);
     let args = |input: &'static str, staging: &'static str| {
-        vec!["--input", input, "--annotations", "annotations.jsonl", "--staging", staging]
+        vec![
+            "--input",
+            input,
+            "--annotations",
+            "annotations.jsonl",
+            "--staging",
+            staging,
+        ]
     };
 
     // stdin as a pipe.
-    let ran = timed(&mut run_cmd(&env, &args("/dev/stdin", "s1")), Some(body.as_bytes()), 60).ok();
+    let ran = timed(
+        &mut run_cmd(&env, &args("/dev/stdin", "s1")),
+        Some(body.as_bytes()),
+        60,
+    )
+    .ok();
     let receipt: Value = serde_json::from_slice(
         &std::fs::read(latest_of(&env.path("s1")).join("receipt.json")).unwrap(),
     )
@@ -161,7 +207,10 @@ fn piped_input_is_read_once_and_hashed_as_read() {
     assert_eq!(receipt["counts"]["records_in"], 2, "{}", ran.stdout);
     assert_eq!(receipt["counts"]["processed"], 2);
     assert_eq!(receipt["inputs"][0]["records"], 2);
-    assert_eq!(receipt["inputs"][0]["sha256"], tomlite::sha256_bytes(body.as_bytes()));
+    assert_eq!(
+        receipt["inputs"][0]["sha256"],
+        tomlite::sha256_bytes(body.as_bytes())
+    );
 
     // A FIFO given by path, written by another process.
     let fifo = env.path("night.jsonl");
@@ -177,7 +226,10 @@ fn piped_input_is_read_once_and_hashed_as_read() {
     )
     .unwrap();
     assert_eq!(receipt["counts"]["processed"], 2);
-    assert_eq!(receipt["inputs"][0]["sha256"], tomlite::sha256_bytes(body.as_bytes()));
+    assert_eq!(
+        receipt["inputs"][0]["sha256"],
+        tomlite::sha256_bytes(body.as_bytes())
+    );
 
     // A Parquet input must be seekable, and a device is no input: refused
     // up front (exit 2), nothing opened.
@@ -190,6 +242,25 @@ fn piped_input_is_read_once_and_hashed_as_read() {
     assert_eq!(ran.code, 2, "{}", ran.stderr);
     assert!(ran.stderr.contains("/dev/zero"), "{}", ran.stderr);
     assert!(!env.path("s4/LATEST").exists());
+    // Annotations are read back by position: a pipe is refused.
+    env.jsonl("records.jsonl", &[record("p-1", "I like short answers.")]);
+    let ran = timed(
+        &mut run_cmd(
+            &env,
+            &[
+                "--input",
+                "records.jsonl",
+                "--annotations",
+                "/dev/stdin",
+                "--staging",
+                "s5",
+            ],
+        ),
+        Some(b"{}\n"),
+        60,
+    );
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(ran.stderr.contains("not a regular file"), "{}", ran.stderr);
 }
 
 fn latest_of(staging: &Path) -> std::path::PathBuf {
@@ -200,9 +271,17 @@ fn latest_of(staging: &Path) -> std::path::PathBuf {
 const BOM: &[u8] = b"\xef\xbb\xbf";
 
 fn utf16(s: &str, little: bool) -> Vec<u8> {
-    let mut out = if little { vec![0xff, 0xfe] } else { vec![0xfe, 0xff] };
+    let mut out = if little {
+        vec![0xff, 0xfe]
+    } else {
+        vec![0xfe, 0xff]
+    };
     for u in s.encode_utf16() {
-        out.extend_from_slice(&if little { u.to_le_bytes() } else { u.to_be_bytes() });
+        out.extend_from_slice(&if little {
+            u.to_le_bytes()
+        } else {
+            u.to_be_bytes()
+        });
     }
     out
 }
@@ -214,23 +293,42 @@ fn utf16(s: &str, little: bool) -> Vec<u8> {
 fn a_utf8_bom_is_stripped_and_a_utf16_file_is_one_reject_saying_so() {
     let env = Env::new();
     let text = "I want quiet mornings.";
-    let lines = |rows: &[Value]| -> String {
-        rows.iter().map(|r| format!("{r}\n")).collect()
-    };
+    let lines = |rows: &[Value]| -> String { rows.iter().map(|r| format!("{r}\n")).collect() };
     env.write(
         "records.jsonl",
-        [BOM, lines(&[record("b-1", text), record("b-2", text)]).as_bytes()].concat(),
+        [
+            BOM,
+            lines(&[record("b-1", text), record("b-2", text)]).as_bytes(),
+        ]
+        .concat(),
     );
     let ann = |id: &str| {
-        annotation(id, vec![tag("preference", 0.95, text, text)], vec![], ("neutral", 0.9), ("low", 0.9))
+        annotation(
+            id,
+            vec![tag("preference", 0.95, text, text)],
+            vec![],
+            ("neutral", 0.9),
+            ("low", 0.9),
+        )
     };
     env.write(
         "annotations.jsonl",
-        [BOM, lines(&[ann("b-1"), ann("b-2"), ann("ada/j.md")]).as_bytes()].concat(),
+        [
+            BOM,
+            lines(&[ann("b-1"), ann("b-2"), ann("ada/j.md")]).as_bytes(),
+        ]
+        .concat(),
     );
     env.write(
         "nodes.jsonl",
-        [BOM, json!({"id": "user:sam", "kind": "user", "name": "Sam"}).to_string().as_bytes(), b"\n"].concat(),
+        [
+            BOM,
+            json!({"id": "user:sam", "kind": "user", "name": "Sam"})
+                .to_string()
+                .as_bytes(),
+            b"\n",
+        ]
+        .concat(),
     );
     env.write("journals/ada/j.md", [BOM, text.as_bytes()].concat());
     env.write("journals/ada/wide.md", utf16(text, true));
@@ -242,9 +340,20 @@ fn a_utf8_bom_is_stripped_and_a_utf16_file_is_one_reject_saying_so() {
         &mut run_cmd(
             &env,
             &[
-                "--input", "records.jsonl", "--input", "journals", "--input", "le.jsonl",
-                "--input", "be.jsonl", "--annotations", "annotations.jsonl", "--nodes",
-                "nodes.jsonl", "--staging", "staging",
+                "--input",
+                "records.jsonl",
+                "--input",
+                "journals",
+                "--input",
+                "le.jsonl",
+                "--input",
+                "be.jsonl",
+                "--annotations",
+                "annotations.jsonl",
+                "--nodes",
+                "nodes.jsonl",
+                "--staging",
+                "staging",
             ],
         ),
         None,
@@ -260,18 +369,36 @@ fn a_utf8_bom_is_stripped_and_a_utf16_file_is_one_reject_saying_so() {
     let rejects = rejects_by_name(&env);
     assert_eq!(rejects.len(), 3, "{rejects:#?}");
     for (name, error) in &rejects {
-        assert!(["ada/wide.md", "le.jsonl", "be.jsonl"].contains(&name.as_str()), "{rejects:#?}");
+        assert!(
+            ["ada/wide.md", "le.jsonl", "be.jsonl"].contains(&name.as_str()),
+            "{rejects:#?}"
+        );
         assert!(error.contains("UTF-16; convert to UTF-8"), "{rejects:#?}");
     }
-    let lines0: Vec<_> = env.table("rejects").iter().map(|r| r["line"].clone()).collect();
-    assert_eq!(lines0, [json!(1), json!(0), json!(0)], "a journal is line 1, a JSONL file line 0");
+    let lines0: Vec<_> = env
+        .table("rejects")
+        .iter()
+        .map(|r| r["line"].clone())
+        .collect();
+    assert_eq!(
+        lines0,
+        [json!(1), json!(0), json!(0)],
+        "a journal is line 1, a JSONL file line 0"
+    );
 
     // A UTF-16 annotations file is one reject too.
     env.jsonl("records.jsonl", &[record("w-1", text)]);
     timed(
         &mut run_cmd(
             &env,
-            &["--input", "records.jsonl", "--annotations", "ann16.jsonl", "--staging", "s2"],
+            &[
+                "--input",
+                "records.jsonl",
+                "--annotations",
+                "ann16.jsonl",
+                "--staging",
+                "s2",
+            ],
         ),
         None,
         60,
@@ -282,7 +409,10 @@ fn a_utf8_bom_is_stripped_and_a_utf16_file_is_one_reject_saying_so() {
     assert_eq!(rejects[0]["line"], 0);
     assert_eq!(rejects[0]["input"], "annotations");
     assert!(
-        rejects[0]["error"].as_str().unwrap().contains("UTF-16; convert to UTF-8"),
+        rejects[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("UTF-16; convert to UTF-8"),
         "{rejects:#?}"
     );
 }
@@ -297,8 +427,14 @@ fn a_rejected_line_does_not_claim_its_id() {
     let mut bad = record("r-1", text);
     bad["kind"] = json!("diary");
     let good = |id: &str| {
-        annotation(id, vec![tag("preference", 0.95, text, text)], vec![], ("neutral", 0.9), ("low", 0.9))
-            .to_string()
+        annotation(
+            id,
+            vec![tag("preference", 0.95, text, text)],
+            vec![],
+            ("neutral", 0.9),
+            ("low", 0.9),
+        )
+        .to_string()
     };
     env.write(
         "records.jsonl",
@@ -351,8 +487,14 @@ fn run_while(env: &Env, faults: &str, meanwhile: impl FnOnce()) -> Ran {
     let mut c = run_cmd(
         env,
         &[
-            "--input", "records.jsonl", "--annotations", "annotations.jsonl", "--staging",
-            "staging", "--batch-size", "1",
+            "--input",
+            "records.jsonl",
+            "--annotations",
+            "annotations.jsonl",
+            "--staging",
+            "staging",
+            "--batch-size",
+            "1",
         ],
     );
     c.env("FAILPOINTS", faults)
@@ -363,7 +505,10 @@ fn run_while(env: &Env, faults: &str, meanwhile: impl FnOnce()) -> Ran {
     let start = Instant::now();
     let runs = env.path("staging/runs");
     while !std::fs::read_dir(&runs).is_ok_and(|mut d| d.next().is_some()) {
-        assert!(start.elapsed() < Duration::from_secs(30), "the run never started");
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the run never started"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     meanwhile();
@@ -390,13 +535,22 @@ fn run_while(env: &Env, faults: &str, meanwhile: impl FnOnce()) -> Ran {
 fn annotations_rewritten_or_appended_mid_run_fail_the_run() {
     let text = "I want quiet mornings.";
     let line = |id: &str, conf: f64| {
-        annotation(id, vec![tag("preference", conf, text, text)], vec![], ("neutral", 0.9), ("low", 0.9))
-            .to_string()
+        annotation(
+            id,
+            vec![tag("preference", conf, text, text)],
+            vec![],
+            ("neutral", 0.9),
+            ("low", 0.9),
+        )
+        .to_string()
     };
     let setup = || {
         let env = Env::new();
         env.jsonl("records.jsonl", &[record("r-1", text), record("r-2", text)]);
-        env.write("annotations.jsonl", format!("{}\n{}\n", line("r-1", 0.95), line("r-2", 0.35)));
+        env.write(
+            "annotations.jsonl",
+            format!("{}\n{}\n", line("r-1", 0.95), line("r-2", 0.35)),
+        );
         env
     };
 
@@ -404,9 +558,17 @@ fn annotations_rewritten_or_appended_mid_run_fail_the_run() {
     let env = setup();
     let path = env.path("annotations.jsonl");
     let ran = run_while(&env, "annotate.batch=1*sleep(3000)", || {
-        std::fs::write(&path, format!("{}\n{}\n", line("r-2", 0.35), line("r-1", 0.95))).unwrap();
+        std::fs::write(
+            &path,
+            format!("{}\n{}\n", line("r-2", 0.35), line("r-1", 0.95)),
+        )
+        .unwrap();
     });
-    assert_eq!(ran.code, 1, "stdout:\n{}\nstderr:\n{}", ran.stdout, ran.stderr);
+    assert_eq!(
+        ran.code, 1,
+        "stdout:\n{}\nstderr:\n{}",
+        ran.stdout, ran.stderr
+    );
     assert!(ran.stderr.contains("annotations.jsonl"), "{}", ran.stderr);
     assert!(ran.stderr.contains("changed"), "{}", ran.stderr);
     assert!(!env.path("staging/LATEST").exists());
@@ -415,12 +577,42 @@ fn annotations_rewritten_or_appended_mid_run_fail_the_run() {
     let env = setup();
     let path = env.path("annotations.jsonl");
     let ran = run_while(&env, "staged.promoted_tags=1*sleep(3000)", || {
-        let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
         writeln!(f, "{}", line("r-3", 0.5)).unwrap();
     });
-    assert_eq!(ran.code, 1, "stdout:\n{}\nstderr:\n{}", ran.stdout, ran.stderr);
+    assert_eq!(
+        ran.code, 1,
+        "stdout:\n{}\nstderr:\n{}",
+        ran.stdout, ran.stderr
+    );
     assert!(ran.stderr.contains("annotations.jsonl"), "{}", ran.stderr);
     assert!(ran.stderr.contains("changed"), "{}", ran.stderr);
+    assert!(!env.path("staging/LATEST").exists());
+
+    // A records file appended to while it is read: caught when its hash is taken.
+    let env = setup();
+    let records = env.path("records.jsonl");
+    let ran = run_while(&env, "annotate.batch=1*sleep(3000)", || {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&records)
+            .unwrap();
+        writeln!(f, "{}", record("r-3", text)).unwrap();
+    });
+    assert_eq!(
+        ran.code, 1,
+        "stdout:\n{}\nstderr:\n{}",
+        ran.stdout, ran.stderr
+    );
+    assert!(
+        ran.stderr
+            .contains("records.jsonl changed while it was read"),
+        "{}",
+        ran.stderr
+    );
     assert!(!env.path("staging/LATEST").exists());
 
     // Unchanged, the receipt's sha256 is of the bytes read.
@@ -436,5 +628,9 @@ fn annotations_rewritten_or_appended_mid_run_fail_the_run() {
         .iter()
         .map(|r| (r["record_id"].clone(), r["tom_kind_confidence"].clone()))
         .collect();
-    assert_eq!(confs, [(json!("r-1"), json!(0.95))], "r-2 at 0.35 is not promoted");
+    assert_eq!(
+        confs,
+        [(json!("r-1"), json!(0.95))],
+        "r-2 at 0.35 is not promoted"
+    );
 }
