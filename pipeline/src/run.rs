@@ -627,10 +627,11 @@ fn run_body(
             .retry()
             .io("read_input", || {
                 match record::open_input(input, &cfg.ingest) {
-                    Err(IngestError::Io { path, source }) => Err(std::io::Error::new(
-                        source.kind(),
-                        format!("{}: {source}", path.display()),
-                    )),
+                    // An entry inside a journal folder is named.
+                    Err(IngestError::Io { path, source }) if path != *input => Err(
+                        std::io::Error::new(source.kind(), format!("{}: {source}", path.display())),
+                    ),
+                    Err(IngestError::Io { source, .. }) => Err(source),
                     other => Ok(other),
                 }
             })

@@ -479,9 +479,10 @@ fn a_rejected_line_does_not_claim_its_id() {
     assert!(env.table("quarantine").is_empty());
 }
 
-/// Starts `tomlite run` with `faults`, waits until its run directory exists
-/// (the annotations are indexed by then), calls `meanwhile`, and waits for
-/// it to finish (at most 60 s).
+/// Starts `tomlite run` with `faults` (a `sleep` in them: heartbeats every
+/// 0.1 s), waits until a heartbeat says the run is inside that sleep (its
+/// inputs and annotations open by then), calls `meanwhile`, and waits for it
+/// to finish (at most 60 s). Without a sleep, `meanwhile` runs at once.
 #[cfg(feature = "failpoints")]
 fn run_while(env: &Env, faults: &str, meanwhile: impl FnOnce()) -> Ran {
     let mut c = run_cmd(
@@ -495,6 +496,8 @@ fn run_while(env: &Env, faults: &str, meanwhile: impl FnOnce()) -> Ran {
             "staging",
             "--batch-size",
             "1",
+            "--heartbeat-seconds",
+            "0.1",
         ],
     );
     c.env("FAILPOINTS", faults)
@@ -504,10 +507,22 @@ fn run_while(env: &Env, faults: &str, meanwhile: impl FnOnce()) -> Ran {
     let mut child = c.spawn().unwrap();
     let start = Instant::now();
     let runs = env.path("staging/runs");
-    while !std::fs::read_dir(&runs).is_ok_and(|mut d| d.next().is_some()) {
+    let in_sleep = || {
+        std::fs::read_dir(&runs).is_ok_and(|d| {
+            d.flatten().any(|e| {
+                std::fs::read_to_string(e.path().join("events.jsonl"))
+                    .is_ok_and(|t| t.contains(r#""phase":"heartbeat""#))
+            })
+        })
+    };
+    while faults.contains("sleep") && !in_sleep() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before its fault point"
+        );
         assert!(
             start.elapsed() < Duration::from_secs(30),
-            "the run never started"
+            "the run never reached its fault point"
         );
         std::thread::sleep(Duration::from_millis(10));
     }
