@@ -336,3 +336,60 @@ fn journal(t: &mut DirTally, entry: &Entry, opts: &IngestOptions) -> Result<Item
 pub(crate) fn count(root: &Path) -> Option<u64> {
     list(root).ok().map(|l| l.len() as u64)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mkfifo(path: &Path) {
+        let ok = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+
+    // A file replaced by a FIFO or a link between the listing and its read
+    // is a reject, never opened for reading (a FIFO would block).
+    #[test]
+    fn a_file_replaced_after_the_listing_is_not_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let ada = dir.path().join("ada");
+        std::fs::create_dir(&ada).unwrap();
+        for name in ["a.md", "b.md", "c.md"] {
+            std::fs::write(ada.join(name), "2026-11-28 fine.").unwrap();
+        }
+        let (items, tally) = open(dir.path(), &IngestOptions::default()).unwrap();
+        std::fs::remove_file(ada.join("b.md")).unwrap();
+        mkfifo(&ada.join("b.md"));
+        std::fs::remove_file(ada.join("c.md")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", ada.join("c.md")).unwrap();
+        let got: Vec<(String, bool, String)> = items
+            .map(|i| match i.unwrap() {
+                Item::Record(r) => (r.id, true, String::new()),
+                Item::Reject(r) => (r.record_id.unwrap(), false, r.error),
+            })
+            .collect();
+        assert_eq!(got.len(), 3);
+        assert_eq!((got[0].0.as_str(), got[0].1), ("ada/a.md", true));
+        assert!(
+            !got[1].1
+                && got[1]
+                    .2
+                    .starts_with("a FIFO (named pipe), not a regular file (it was replaced"),
+            "{got:?}"
+        );
+        assert!(
+            !got[2].1 && got[2].2.starts_with("a symbolic link, not a regular file"),
+            "{got:?}"
+        );
+        // The folder's hash is of the one file read.
+        let sha = finish(&tally).unwrap();
+        let a = crate::sha256_bytes(b"2026-11-28 fine.");
+        assert_eq!(
+            sha.sha256,
+            crate::sha256_bytes(format!("ada/a.md\0{a}\n").as_bytes())
+        );
+        assert_eq!(sha.bytes, 16);
+    }
+}
