@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 use tomlite::record::{
-    FLAGS, IngestOptions, Item, RecordKind, binary_format, jsonl_items, line_cap,
+    FLAGS, IngestOptions, Item, RecordKind, UTF8_BOM, binary_format, jsonl_items, line_cap,
 };
 
 /// The name every item must carry as its source.
@@ -29,10 +29,17 @@ struct Line<'a> {
     bytes: &'a [u8],
 }
 
-/// Splits like the parser's reader: on `\n`; a last line without one counts.
+/// The bytes the parser reads as lines: a UTF-8 byte order mark at the
+/// start is not part of the first line.
+fn text(data: &[u8]) -> &[u8] {
+    data.strip_prefix(UTF8_BOM).unwrap_or(data)
+}
+
+/// Splits like the parser's reader (after [`text`]): on `\n`; a last line
+/// without one counts.
 fn lines(data: &[u8]) -> Vec<Line<'_>> {
     let mut out = Vec::new();
-    let mut rest = data;
+    let mut rest = text(data);
     let mut number = 0;
     while !rest.is_empty() {
         number += 1;
@@ -105,7 +112,7 @@ pub fn check_items(
     cap: usize,
     items: &[Item],
 ) -> Vec<(u64, bool)> {
-    if let Some(what) = binary_format(data) {
+    if let Some(what) = binary_format(text(data)) {
         assert_eq!(items.len(), 1, "a {what} is one reject");
         let Item::Reject(r) = &items[0] else {
             panic!("a {what} yielded a record");

@@ -9,14 +9,18 @@
 use foldhash::HashMap;
 use std::fs::File;
 use std::io::BufReader;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 use sha2::{Digest as _, Sha256};
 use tomlite_staging::Digest;
 
-use crate::record::{Record, Reject, json_type, read_line_capped, sniff_record_id, truncate};
+use crate::record::{
+    HashingRead, Record, Reject, Stamp, Tally, json_type, read_line_capped, sniff_record_id,
+    truncate,
+};
 use crate::verdict::{EscapeShape, ParseClass};
 
 /// A label with its confidence (a record's affect or intensity).
@@ -155,6 +159,30 @@ pub enum AnnotateError {
         #[source]
         source: std::io::Error,
     },
+    /// The annotations file is not a regular file (its lines are read back
+    /// by offset).
+    #[error(
+        "annotations {} is {kind}, not a regular file: its lines are read back by position; write it to a file first",
+        path.display()
+    )]
+    NotAFile {
+        /// The file.
+        path: PathBuf,
+        /// What it is.
+        kind: &'static str,
+    },
+    /// The annotations file changed after it was indexed: its lines may no
+    /// longer be the ones indexed, so nothing is committed from it.
+    #[error(
+        "annotations {} changed during the run ({what}); run again once the file is complete",
+        path.display()
+    )]
+    Changed {
+        /// The file.
+        path: PathBuf,
+        /// What changed.
+        what: String,
+    },
 }
 
 /// Anything that annotates records: the local classifier, or a file of
@@ -199,6 +227,12 @@ pub trait Annotator {
     /// classes of raw output); `None` when the annotator has none.
     fn status_counts(&self) -> Option<serde_json::Value> {
         None
+    }
+
+    /// Called just before the commit: fails when an input of the annotator
+    /// (a file of annotations) changed since it was read.
+    fn check_unchanged(&self) -> Result<(), AnnotateError> {
+        Ok(())
     }
 }
 
@@ -406,6 +440,18 @@ struct Slot {
     used: bool,
     /// The line is longer than the cap: only its first `len` bytes are read.
     over: bool,
+    /// The line is well-formed JSON with a string `record_id` (a line whose
+    /// id was only sniffed from broken JSON gives way to a well-formed one).
+    sound: bool,
+    /// Digest of the `len` bytes indexed: what is read back for the record
+    /// must be the same bytes.
+    digest: u64,
+}
+
+/// Digest of an indexed line's bytes (within one process).
+fn line_digest(bytes: &[u8]) -> u64 {
+    use std::hash::BuildHasher as _;
+    foldhash::quality::FixedState::with_seed(0x0074_6f6d_6c69_7465).hash_one(bytes)
 }
 
 /// What the lines of a [`FileAnnotator`] hold.
@@ -468,6 +514,8 @@ struct LineOf {
 pub struct FileAnnotator {
     path: PathBuf,
     file: File,
+    /// The file as it was indexed.
+    stamp: Stamp,
     sha256: String,
     index: HashMap<Box<str>, Slot>,
     problems: Vec<Reject>,
@@ -486,8 +534,15 @@ pub const MAX_RAW_LINE: usize = 16 << 20;
 pub const RAW_PREFIX_KEPT: usize = 64 << 10;
 
 impl FileAnnotator {
-    /// Indexes the file. Lines with no readable `record_id` and earlier
-    /// duplicates are reported through [`Annotator::input_problems`].
+    /// Indexes the file, reading it once: its sha256 is of the bytes
+    /// indexed, each line read back later is checked to be the same bytes,
+    /// and [`Annotator::check_unchanged`] fails when the file was written to
+    /// since. Lines with no readable `record_id` and earlier duplicates are
+    /// reported through [`Annotator::input_problems`]; a line that is not
+    /// well-formed JSON (its `record_id` sniffed) gives way to a well-formed
+    /// line of the same record, before or after it, and is reported. A
+    /// UTF-8 byte order mark is skipped; a UTF-16 file is one problem at
+    /// line 0 and no annotation.
     pub fn open(path: &Path) -> Result<Self, AnnotateError> {
         Self::open_as(path, Lines::Annotations)
     }
@@ -508,8 +563,25 @@ impl FileAnnotator {
             path: path.to_path_buf(),
             source,
         };
-        let file = File::open(path).map_err(io)?;
-        let mut reader = BufReader::with_capacity(1 << 16, file.try_clone().map_err(io)?);
+        // Not blocking on a FIFO: it is refused below, unread.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map_err(io)?;
+        let before = file.metadata().map_err(io)?;
+        if !before.is_file() {
+            return Err(AnnotateError::NotAFile {
+                path: path.to_path_buf(),
+                kind: crate::record::file_kind(&before.file_type()),
+            });
+        }
+        let before = Stamp::of(&before);
+        let tally = Arc::new(Mutex::new(Tally::default()));
+        let mut reader = BufReader::with_capacity(
+            1 << 16,
+            HashingRead::new(file.try_clone().map_err(io)?, tally.clone()),
+        );
         let mut index: HashMap<Box<str>, Slot> = HashMap::default();
         let mut problems = Vec::new();
         let mut buf = Vec::new();
@@ -528,6 +600,28 @@ impl FileAnnotator {
             let over = read.over;
             line += 1;
             offset += read.consumed;
+            let mut start = start;
+            if line == 1 {
+                if let Some(what) = crate::record::utf16(&buf) {
+                    problems.push(Reject {
+                        source: source.clone(),
+                        line: 0,
+                        record_id: None,
+                        field: None,
+                        error: format!("{what}; the file is not read"),
+                    });
+                    // Hashed to the end all the same.
+                    while read_line_capped(&mut reader, &mut buf, cap)
+                        .map_err(io)?
+                        .is_some()
+                    {}
+                    break;
+                }
+                if buf.starts_with(crate::record::UTF8_BOM) {
+                    buf.drain(..crate::record::UTF8_BOM.len());
+                    start += crate::record::UTF8_BOM.len() as u64;
+                }
+            }
             if !over && buf.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
@@ -548,9 +642,14 @@ impl FileAnnotator {
                 );
                 continue;
             }
-            let id = match serde_json::from_slice::<Key>(&buf) {
-                Ok(k) if !over => Some(k.record_id.into_owned()),
-                _ => sniff_record_id(&buf, "record_id"),
+            let parsed = if over {
+                None
+            } else {
+                Some(serde_json::from_slice::<Key>(&buf))
+            };
+            let (id, sound) = match parsed {
+                Some(Ok(k)) => (Some(k.record_id.into_owned()), true),
+                _ => (sniff_record_id(&buf, "record_id"), false),
             };
             let Some(id) = id.filter(|s| !s.is_empty()) else {
                 problem(
@@ -564,39 +663,68 @@ impl FileAnnotator {
                 );
                 continue;
             };
+            let len = if over {
+                RAW_PREFIX_KEPT.min(buf.len())
+            } else {
+                buf.len()
+            };
             let slot = Slot {
                 offset: start,
-                len: if over {
-                    RAW_PREFIX_KEPT.min(buf.len()) as u32
-                } else {
-                    buf.len() as u32
-                },
+                len: len as u32,
                 line,
                 used: false,
                 over,
+                sound,
+                digest: line_digest(&buf[..len]),
             };
-            if let Some(prev) = index.insert(id.clone().into(), slot) {
-                problem(
-                    Some(id),
-                    "record_id",
-                    format!(
-                        "duplicate annotation for this record; line {line} is used instead of line {}",
-                        prev.line
-                    ),
-                );
-                let last = problems.len() - 1;
-                problems[last].line = prev.line;
+            let malformed = |l: u64, kept: u64| {
+                format!(
+                    "annotation line {l} is not well-formed JSON; line {kept}, well-formed, is used for this record"
+                )
+            };
+            match index.get(id.as_str()) {
+                // A broken line does not take a record's place from a sound one.
+                Some(prev) if prev.sound && !sound => {
+                    let prev_line = prev.line;
+                    problem(Some(id), "record_id", malformed(line, prev_line));
+                }
+                Some(prev) => {
+                    let (prev_line, prev_sound) = (prev.line, prev.sound);
+                    problem(
+                        Some(id.clone()),
+                        "record_id",
+                        if sound && !prev_sound {
+                            malformed(prev_line, line)
+                        } else {
+                            format!(
+                                "duplicate annotation for this record; line {line} is used instead of line {prev_line}"
+                            )
+                        },
+                    );
+                    let last = problems.len() - 1;
+                    problems[last].line = prev_line;
+                    index.insert(id.into(), slot);
+                }
+                None => {
+                    index.insert(id.into(), slot);
+                }
             }
         }
-        Ok(Self {
+        drop(reader);
+        let sha256 = tally.lock().unwrap_or_else(|p| p.into_inner()).hex();
+        let this = Self {
             path: path.to_path_buf(),
+            stamp: before,
             file,
-            sha256: crate::sha256_file(path).map_err(io)?,
+            sha256,
             index,
             problems,
             cache: None,
             lines,
-        })
+        };
+        // Written to while it was indexed: offsets may not match the file.
+        this.check_unchanged()?;
+        Ok(this)
     }
 
     fn unused_lines(&self) -> Vec<Reject> {
@@ -643,6 +771,18 @@ impl FileAnnotator {
                 path: self.path.clone(),
                 source,
             })?;
+        if line_digest(&buf) != slot.digest {
+            let now = sniff_record_id(&buf, "record_id")
+                .map(|id| format!("record `{id}`"))
+                .unwrap_or_else(|| "no readable record_id".into());
+            return Err(AnnotateError::Changed {
+                path: self.path.clone(),
+                what: format!(
+                    "line {} no longer holds the annotation of record `{record_id}` that was indexed there; it now reads {now}",
+                    slot.line
+                ),
+            });
+        }
         let line = LineOf {
             text: String::from_utf8_lossy(&buf).into_owned(),
             line: slot.line,
@@ -791,6 +931,20 @@ impl Annotator for FileAnnotator {
 
     fn input_problems(&mut self) -> Vec<Reject> {
         std::mem::take(&mut self.problems)
+    }
+
+    fn check_unchanged(&self) -> Result<(), AnnotateError> {
+        let now = self.file.metadata().map_err(|source| AnnotateError::Io {
+            path: self.path.clone(),
+            source,
+        })?;
+        match self.stamp.changed(&Stamp::of(&now)) {
+            Some(what) => Err(AnnotateError::Changed {
+                path: self.path.clone(),
+                what,
+            }),
+            None => Ok(()),
+        }
     }
 
     fn unused(&self) -> Vec<Reject> {

@@ -77,15 +77,17 @@ pub fn sha256_file(path: &Path) -> std::io::Result<String> {
     Ok(hex::encode(h.finalize()))
 }
 
-/// sha256 of a folder: its files' relative paths and sha256s, sorted.
+/// sha256 of a folder: its regular files' relative paths and sha256s,
+/// sorted (links, FIFOs and devices are neither followed nor read).
 pub fn sha256_dir(dir: &Path) -> std::io::Result<String> {
     fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) -> std::io::Result<()> {
         for entry in std::fs::read_dir(dir)? {
             let entry = entry?;
             let path = entry.path();
-            if entry.file_type()?.is_dir() {
+            let ft = entry.file_type()?;
+            if ft.is_dir() {
                 walk(root, &path, out)?;
-            } else {
+            } else if ft.is_file() {
                 let rel = path
                     .strip_prefix(root)
                     .unwrap_or(&path)

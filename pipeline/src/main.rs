@@ -621,6 +621,8 @@ fn cmd_run(args: RunArgs) -> Result<(), Failure> {
                 input.display()
             )));
         }
+        // A device, or a Parquet input that is a pipe: refused before the run.
+        tomlite::record::check_input(input).map_err(Failure::config)?;
     }
     let staging = args
         .staging

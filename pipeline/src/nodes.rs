@@ -197,15 +197,23 @@ fn jsonl_rows(path: &Path) -> Result<Vec<Row>, NodesError> {
     let mut line = 0;
     while let Some(read) = read_line_capped(&mut r, &mut buf, 1 << 20).map_err(io)? {
         line += 1;
-        if !read.over && buf.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
         let invalid = |message: String| NodesError::Invalid {
             path: path.to_path_buf(),
             line,
             field: "(line)".into(),
             message,
         };
+        if line == 1 {
+            if let Some(what) = crate::record::utf16(&buf) {
+                return Err(invalid(what.into()));
+            }
+            if buf.starts_with(crate::record::UTF8_BOM) {
+                buf.drain(..crate::record::UTF8_BOM.len());
+            }
+        }
+        if !read.over && buf.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
         match serde_json::from_slice::<Value>(&buf) {
             Ok(Value::Object(m)) => out.push((line, m)),
             Ok(v) => {

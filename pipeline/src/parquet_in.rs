@@ -50,11 +50,9 @@ const REQUIRED: [&str; 6] = [
 /// run: the other inputs go on. A row group that cannot be decoded yields
 /// one reject at its first row not yet read, naming the rows it loses; the
 /// rows before it and the row groups after it stand.
-pub fn open(path: &Path, opts: &IngestOptions) -> Result<Items, IngestError> {
-    let file = File::open(path).map_err(|source| IngestError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+///
+/// `file` is the input, opened once: the one its sha256 is read from.
+pub fn open_file(file: File, path: &Path, opts: &IngestOptions) -> Result<Items, IngestError> {
     let source = path.display().to_string();
     let meta = match ArrowReaderMetadata::load(&file, ArrowReaderOptions::default()) {
         Ok(m) => m,

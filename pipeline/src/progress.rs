@@ -145,8 +145,13 @@ fn format_secs(s: f64) -> String {
 /// The records an input is expected to hold: lines of a JSONL file, rows of
 /// a Parquet file, journal files of a folder. `None` when it cannot tell.
 pub fn estimate_records(path: &Path) -> Option<u64> {
-    if path.is_dir() {
-        return Some(walk_count(path).unwrap_or(0));
+    let meta = std::fs::metadata(path).ok()?;
+    if meta.is_dir() {
+        return crate::journals::count(path);
+    }
+    if !meta.is_file() {
+        // A pipe is read once, by the run: never here.
+        return None;
     }
     if path.extension().is_some_and(|e| e == "parquet") {
         let file = std::fs::File::open(path).ok()?;
@@ -166,19 +171,6 @@ pub fn estimate_records(path: &Path) -> Option<u64> {
         last = buf[n - 1];
     }
     Some(lines + u64::from(last != b'\n'))
-}
-
-fn walk_count(dir: &Path) -> Option<u64> {
-    let mut n = 0;
-    for e in std::fs::read_dir(dir).ok()? {
-        let p = e.ok()?.path();
-        if p.is_dir() {
-            n += walk_count(&p)?;
-        } else if p.extension().is_some_and(|e| e == "md" || e == "txt") {
-            n += 1;
-        }
-    }
-    Some(n)
 }
 
 #[cfg(test)]

@@ -7,7 +7,9 @@
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 use serde_json::{Map, Value};
@@ -180,6 +182,27 @@ pub enum IngestError {
         /// What is wrong.
         message: String,
     },
+    /// The input is something that cannot be read as one (a device; a
+    /// Parquet input that is a pipe).
+    #[error("input {}: {message}", path.display())]
+    NotAFile {
+        /// The input.
+        path: PathBuf,
+        /// What it is and what to do.
+        message: String,
+    },
+    /// The file changed while it was read: what was read may mix two
+    /// versions of it, so nothing from it is committed.
+    #[error(
+        "input {} changed while it was read ({what}); run again once it is complete",
+        path.display()
+    )]
+    Changed {
+        /// The file.
+        path: PathBuf,
+        /// What changed.
+        what: String,
+    },
 }
 
 /// How records are checked.
@@ -205,29 +228,369 @@ pub type Items = Box<dyn Iterator<Item = Result<Item, IngestError>>>;
 
 /// Opens an input by its shape: a folder of journals, a `.parquet` file, or JSONL.
 pub fn open(path: &Path, opts: &IngestOptions) -> Result<Items, IngestError> {
+    open_input(path, opts).map(|(items, _)| items)
+}
+
+/// Whether `path` can be an input at all, by what it is (links followed):
+/// a folder, a regular file, or (JSONL only) a pipe, FIFO or socket, read
+/// once as it streams. A device, or a Parquet input that cannot be seeked,
+/// is refused with what to do instead.
+pub fn check_input(path: &Path) -> Result<(), IngestError> {
     let meta = std::fs::metadata(path).map_err(|source| IngestError::Io {
         path: path.to_path_buf(),
         source,
     })?;
-    if meta.is_dir() {
-        return crate::journals::open(path, opts);
+    check_kind(path, &meta)
+}
+
+fn check_kind(path: &Path, meta: &std::fs::Metadata) -> Result<(), IngestError> {
+    let ft = meta.file_type();
+    if ft.is_dir() || ft.is_file() {
+        return Ok(());
     }
-    if path
-        .extension()
+    let refuse = |message: String| {
+        Err(IngestError::NotAFile {
+            path: path.to_path_buf(),
+            message,
+        })
+    };
+    if ft.is_char_device() || ft.is_block_device() {
+        return refuse(
+            "a device, not a regular file, a folder or a pipe; give a file of records".into(),
+        );
+    }
+    if is_parquet(path) {
+        return refuse(format!(
+            "{}; a Parquet input must be a regular file (it is read by seeking): write it to a file first",
+            file_kind(&ft)
+        ));
+    }
+    Ok(())
+}
+
+fn is_parquet(path: &Path) -> bool {
+    path.extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("parquet"))
-    {
-        return crate::parquet_in::open(path, opts);
+}
+
+/// What a file that is not a regular file is, for messages.
+pub(crate) fn file_kind(ft: &std::fs::FileType) -> &'static str {
+    if ft.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else if ft.is_symlink() {
+        "a symbolic link"
+    } else if ft.is_dir() {
+        "a folder"
+    } else {
+        "a regular file"
     }
-    let file = File::open(path).map_err(|source| IngestError::Io {
+}
+
+/// Opens an input like [`open`] and returns, with its items, the handle
+/// that gives its sha256 once they are read ([`InputDigest::finish`]).
+///
+/// A file is read once: its bytes are hashed as the parser reads them, so a
+/// pipe (`--input /dev/stdin`, `<(...)`) is read like a file and the sha256
+/// describes exactly the bytes the records came from. A folder's sha256 is
+/// over the journal files it reads (relative path and sha256 of each).
+pub fn open_input(path: &Path, opts: &IngestOptions) -> Result<(Items, InputDigest), IngestError> {
+    let io = |source| IngestError::Io {
         path: path.to_path_buf(),
         source,
-    })?;
-    Ok(Box::new(jsonl_items(
-        BufReader::with_capacity(1 << 16, file),
+    };
+    check_input(path)?;
+    if std::fs::metadata(path).map_err(io)?.is_dir() {
+        let (items, tally) = crate::journals::open(path, opts)?;
+        return Ok((
+            items,
+            InputDigest {
+                path: path.to_path_buf(),
+                kind: DigestKind::Dir(tally),
+            },
+        ));
+    }
+    let file = File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    check_kind(path, &meta)?;
+    let regular = meta.is_file();
+    if is_parquet(path) {
+        let (sha256, bytes) = sha256_of_file(&file).map_err(io)?;
+        let items = crate::parquet_in::open_file(file.try_clone().map_err(io)?, path, opts)?;
+        return Ok((
+            items,
+            InputDigest {
+                path: path.to_path_buf(),
+                kind: DigestKind::Whole {
+                    sha256,
+                    bytes,
+                    file,
+                    before: Stamp::of(&meta),
+                },
+            },
+        ));
+    }
+    let tally = Arc::new(Mutex::new(Tally::default()));
+    let reader = HashingRead::new(file.try_clone().map_err(io)?, tally.clone());
+    let items = Box::new(jsonl_items(
+        BufReader::with_capacity(1 << 16, reader),
         path,
         opts,
         line_cap(opts),
-    )))
+    ));
+    Ok((
+        items,
+        InputDigest {
+            path: path.to_path_buf(),
+            kind: DigestKind::Stream {
+                tally,
+                file: regular.then_some(file),
+                before: Stamp::of(&meta),
+            },
+        },
+    ))
+}
+
+/// What identifies a file's content without reading it: compared before
+/// and after a read to tell that nothing wrote to it meanwhile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    pub(crate) fn of(m: &std::fs::Metadata) -> Self {
+        Self {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
+
+    /// How `now` differs from this stamp, if it does.
+    pub(crate) fn changed(&self, now: &Stamp) -> Option<String> {
+        if now == self {
+            return None;
+        }
+        Some(if now.len != self.len {
+            format!(
+                "{} bytes when it was opened, {} bytes now",
+                self.len, now.len
+            )
+        } else {
+            "written to since it was opened: its modification time changed".to_string()
+        })
+    }
+}
+
+/// Bytes hashed so far.
+#[derive(Default)]
+pub(crate) struct Tally {
+    hasher: Sha256,
+    bytes: u64,
+}
+
+impl Tally {
+    pub(crate) fn update(&mut self, b: &[u8]) {
+        self.hasher.update(b);
+        self.bytes += b.len() as u64;
+    }
+
+    pub(crate) fn bytes_read(&self) -> u64 {
+        self.bytes
+    }
+
+    pub(crate) fn hex(&self) -> String {
+        hex::encode(self.hasher.clone().finalize())
+    }
+}
+
+/// A reader that hashes every byte it hands out. Its first read returns at
+/// least the 16 bytes a format is known by (unless the input is shorter),
+/// even from a pipe that delivers them one at a time.
+pub(crate) struct HashingRead<R> {
+    inner: R,
+    tally: Arc<Mutex<Tally>>,
+    first: bool,
+}
+
+impl<R: Read> HashingRead<R> {
+    pub(crate) fn new(inner: R, tally: Arc<Mutex<Tally>>) -> Self {
+        Self {
+            inner,
+            tally,
+            first: true,
+        }
+    }
+}
+
+impl<R: Read> Read for HashingRead<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let mut n = self.inner.read(buf)?;
+        if self.first {
+            self.first = false;
+            while n > 0 && n < buf.len().min(16) {
+                match self.inner.read(&mut buf[n..]) {
+                    Ok(0) => break,
+                    Ok(m) => n += m,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        self.tally
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .update(&buf[..n]);
+        Ok(n)
+    }
+}
+
+/// sha256 and length of a whole file, read from its start through `file`
+/// without moving its position.
+fn sha256_of_file(file: &File) -> std::io::Result<(String, u64)> {
+    use std::os::unix::fs::FileExt as _;
+    let mut t = Tally::default();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = match file.read_at(&mut buf, t.bytes) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            return Ok((t.hex(), t.bytes));
+        }
+        t.update(&buf[..n]);
+    }
+}
+
+/// Opens a file inside a journal folder without following a link and
+/// without blocking on a FIFO; anything but a regular file is refused
+/// (`Ok(Err(kind))`) before a byte of it is read.
+pub(crate) fn open_regular(path: &Path) -> std::io::Result<Result<File, &'static str>> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path);
+    let file = match file {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(Err("a symbolic link")),
+        Err(e) => return Err(e),
+    };
+    let ft = file.metadata()?.file_type();
+    Ok(if ft.is_file() {
+        Ok(file)
+    } else {
+        Err(file_kind(&ft))
+    })
+}
+
+/// The sha256 of an input, of the bytes its records were read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputSha {
+    /// sha256, hex.
+    pub sha256: String,
+    /// Bytes hashed (a folder: of its journal files).
+    pub bytes: u64,
+}
+
+/// Gives an input's sha256 once its items are read; see [`open_input`].
+pub struct InputDigest {
+    path: PathBuf,
+    kind: DigestKind,
+}
+
+enum DigestKind {
+    /// JSONL, hashed as read; `file` (a regular file only) to hash what the
+    /// parser left unread.
+    Stream {
+        tally: Arc<Mutex<Tally>>,
+        file: Option<File>,
+        before: Stamp,
+    },
+    /// Parquet, hashed whole when opened.
+    Whole {
+        sha256: String,
+        bytes: u64,
+        file: File,
+        before: Stamp,
+    },
+    /// A journal folder.
+    Dir(Arc<Mutex<crate::journals::DirTally>>),
+}
+
+impl InputDigest {
+    /// The sha256 of the input, once its items are read (or the run
+    /// stopped taking them): a regular file's or folder's unread rest is
+    /// hashed too, so the sha256 is of the whole input; a pipe's is of the
+    /// bytes read from it. Fails when a file changed while it was read.
+    pub fn finish(self) -> Result<InputSha, IngestError> {
+        let io = |source| IngestError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        let changed = |before: &Stamp, file: &File| -> Result<(), IngestError> {
+            let now = Stamp::of(&file.metadata().map_err(io)?);
+            match before.changed(&now) {
+                Some(what) => Err(IngestError::Changed {
+                    path: self.path.clone(),
+                    what,
+                }),
+                None => Ok(()),
+            }
+        };
+        match self.kind {
+            DigestKind::Stream {
+                tally,
+                file,
+                before,
+            } => {
+                let mut t = tally.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(mut f) = file {
+                    // The parser's reader shares this file's position.
+                    let mut buf = vec![0u8; 1 << 16];
+                    loop {
+                        let n = match f.read(&mut buf) {
+                            Ok(n) => n,
+                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                            Err(e) => return Err(io(e)),
+                        };
+                        if n == 0 {
+                            break;
+                        }
+                        t.update(&buf[..n]);
+                    }
+                    changed(&before, &f)?;
+                }
+                Ok(InputSha {
+                    sha256: t.hex(),
+                    bytes: t.bytes,
+                })
+            }
+            DigestKind::Whole {
+                sha256,
+                bytes,
+                file,
+                before,
+            } => {
+                changed(&before, &file)?;
+                Ok(InputSha { sha256, bytes })
+            }
+            DigestKind::Dir(tally) => crate::journals::finish(&tally),
+        }
+    }
 }
 
 /// The longest JSONL line that is read: JSON escapes can make a text up to
@@ -243,9 +606,10 @@ pub fn line_cap(opts: &IngestOptions) -> usize {
 /// input in every item; lines longer than `line_cap` bytes are rejected.
 ///
 /// Each line that is not blank yields exactly one item, a [`Record`] or a
-/// [`Reject`], in order; blank lines yield nothing. An input that starts
-/// like a compressed file, a zip archive or a Parquet file yields a single
-/// reject at line 0 instead, naming the format.
+/// [`Reject`], in order; blank lines yield nothing. A UTF-8 byte order mark
+/// at the start is not part of the first line. An input that starts like
+/// UTF-16 text, a compressed file, a zip archive or a Parquet file yields a
+/// single reject at line 0 instead, naming the format.
 ///
 /// ```
 /// use tomlite::record::{IngestOptions, Item, jsonl_items, line_cap};
@@ -282,9 +646,33 @@ pub fn jsonl_items<R: BufRead>(
     }
 }
 
+/// What a UTF-16 file is told (little-endian byte order mark).
+pub const UTF16_LE: &str =
+    "UTF-16; convert to UTF-8 (the file starts with a little-endian UTF-16 byte order mark)";
+
+/// What a UTF-16 file is told (big-endian byte order mark).
+pub const UTF16_BE: &str =
+    "UTF-16; convert to UTF-8 (the file starts with a big-endian UTF-16 byte order mark)";
+
+/// The UTF-8 byte order mark, stripped from the start of a text input.
+pub const UTF8_BOM: &[u8] = b"\xef\xbb\xbf";
+
+/// [`UTF16_LE`] or [`UTF16_BE`] when the bytes start with a UTF-16 byte order mark.
+pub fn utf16(head: &[u8]) -> Option<&'static str> {
+    if head.starts_with(b"\xff\xfe") {
+        Some(UTF16_LE)
+    } else if head.starts_with(b"\xfe\xff") {
+        Some(UTF16_BE)
+    } else {
+        None
+    }
+}
+
 /// Formats that a JSONL input is sometimes given by mistake, known by their
 /// first bytes; no line of such a file can be a record.
-const MAGIC: [(&[u8], &str); 5] = [
+const MAGIC: [(&[u8], &str); 7] = [
+    (b"\xff\xfe", UTF16_LE),
+    (b"\xfe\xff", UTF16_BE),
     (b"\x1f\x8b", "a gzip-compressed file; decompress it first"),
     (
         b"\x28\xb5\x2f\xfd",
@@ -299,7 +687,8 @@ const MAGIC: [(&[u8], &str); 5] = [
 ];
 
 /// What a JSONL input is instead (`"a gzip-compressed file; …"`), if its
-/// first bytes say so: gzip, zstd, xz, zip or Parquet.
+/// first bytes say so: UTF-16 text, gzip, zstd, xz, zip or Parquet. (A UTF-8
+/// byte order mark is stripped before the check.)
 pub fn binary_format(head: &[u8]) -> Option<&'static str> {
     MAGIC
         .iter()
@@ -387,7 +776,14 @@ impl<R: BufRead> Iterator for JsonlRecords<R> {
         let cap = self.cap;
         if !self.sniffed {
             self.sniffed = true;
-            match self.reader.fill_buf() {
+            let head = match self.reader.fill_buf() {
+                Ok(head) if head.starts_with(UTF8_BOM) => {
+                    self.reader.consume(UTF8_BOM.len());
+                    self.reader.fill_buf()
+                }
+                other => other,
+            };
+            match head {
                 Ok(head) => {
                     if let Some(what) = binary_format(head) {
                         self.done = true;
@@ -692,14 +1088,6 @@ pub(crate) fn journal_created_at(
     Some(mtime.to_rfc3339_opts(SecondsFormat::Secs, true))
 }
 
-/// Reads a whole file as bytes (journals are one record per file).
-pub(crate) fn read_all(path: &Path, limit: u64) -> std::io::Result<(Vec<u8>, bool)> {
-    let f = File::open(path)?;
-    let mut buf = Vec::new();
-    let n = f.take(limit + 1).read_to_end(&mut buf)?;
-    Ok((buf, n as u64 > limit))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -888,6 +1276,53 @@ mod tests {
             (r.record_id.as_deref(), r.field.as_deref()),
             (None, Some("text"))
         );
+    }
+
+    /// A reader that hands out one byte per call, as a slow pipe may.
+    struct Trickle<'a>(&'a [u8]);
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let Some((&b, rest)) = self.0.split_first() else {
+                return Ok(0);
+            };
+            out[0] = b;
+            self.0 = rest;
+            Ok(1)
+        }
+    }
+
+    // Regression: a UTF-8 byte order mark made the first record a reject;
+    // a UTF-16 file was one opaque reject per line.
+    #[test]
+    fn a_utf8_bom_is_skipped_and_utf16_is_one_reject_even_through_a_trickling_pipe() {
+        let opts = IngestOptions::default();
+        let line = br#"{"id": "b-1", "persona_id": "ada", "kind": "journal", "source_path": "x", "created_at": "2026-11-28T21:00:00Z", "text": "ok"}"#;
+        let parse = |data: Vec<u8>| -> (Vec<Item>, String) {
+            let tally = Arc::new(Mutex::new(Tally::default()));
+            let reader = BufReader::new(HashingRead::new(Trickle(&data), tally.clone()));
+            let items = jsonl_items(reader, Path::new("x.jsonl"), &opts, line_cap(&opts))
+                .collect::<Result<_, _>>()
+                .unwrap();
+            let sha = tally.lock().unwrap().hex();
+            (items, sha)
+        };
+        let data = [UTF8_BOM, &line[..], b"\n"].concat();
+        let (items, sha) = parse(data.clone());
+        let [Item::Record(r)] = &items[..] else {
+            panic!("{items:?}")
+        };
+        assert_eq!((r.id.as_str(), r.origin.line), ("b-1", 1));
+        assert_eq!(sha, crate::sha256_bytes(&data), "every byte read is hashed");
+        for (bom, what) in [(&b"\xff\xfe"[..], UTF16_LE), (b"\xfe\xff", UTF16_BE)] {
+            let (items, _) = parse([bom, b"{\0\"\0i\0d\0\n\0{\0\n\0"].concat());
+            let [Item::Reject(r)] = &items[..] else {
+                panic!("{items:?}")
+            };
+            assert_eq!(r.line, 0);
+            assert_eq!(r.error, format!("not JSONL: {what}; the file is not read"));
+            assert!(r.error.contains("UTF-16; convert to UTF-8"));
+        }
     }
 
     #[test]

@@ -216,8 +216,8 @@ pub enum RunError {
         /// The first failure.
         first: String,
     },
-    /// An input's sha256 cannot be computed.
-    #[error("cannot hash input {}", path.display())]
+    /// An input cannot be opened.
+    #[error("cannot read input {}", path.display())]
     Hash {
         /// The input.
         path: PathBuf,
@@ -279,8 +279,11 @@ pub struct Counts {
 pub struct InputInfo {
     /// The file or folder.
     pub path: String,
-    /// sha256 of the file (a folder: of its files' names and hashes).
+    /// sha256 of the bytes read: the whole file (a folder: of its journal
+    /// files' relative paths and sha256s); a pipe's, of what was read from it.
     pub sha256: String,
+    /// Bytes hashed.
+    pub bytes: u64,
     /// Lines, rows or files read.
     pub records: u64,
 }
@@ -628,23 +631,27 @@ fn run_body(
     'inputs: for input in &cfg.inputs {
         status.started(&format!("read {}", input.display()));
         status.set(&ctx.counts, Some(input));
-        let sha256 = staging
+        // Opened once: hashed as it is read (a pipe too), see record::open_input.
+        let (items, digest) = staging
             .retry()
             .io("read_input", || {
-                if input.is_dir() {
-                    crate::sha256_dir(input)
-                } else {
-                    crate::sha256_file(input)
+                match record::open_input(input, &cfg.ingest) {
+                    // An entry inside a journal folder is named.
+                    Err(IngestError::Io { path, source }) if path != *input => Err(
+                        std::io::Error::new(source.kind(), format!("{}: {source}", path.display())),
+                    ),
+                    Err(IngestError::Io { source, .. }) => Err(source),
+                    other => Ok(other),
                 }
             })
             .map_err(|source| RunError::Hash {
                 path: input.clone(),
                 source,
-            })?;
+            })??;
         let mut count = 0u64;
         let mut batch: Vec<Record> = Vec::with_capacity(batch_size);
         let mut stopped = false;
-        for item in record::open(input, &cfg.ingest)? {
+        for item in items {
             let item = item?;
             count += 1;
             lines_read += 1;
@@ -664,7 +671,8 @@ fn run_body(
                 }
                 Item::Record(rec) => {
                     let mine = cfg.shard.is_none_or(|s| s.owns(&rec.persona_id));
-                    if seen.ids.contains_key(rec.id.as_str()) {
+                    // Only a record claims its id: a rejected line does not.
+                    if seen.ids.get(rec.id.as_str()) == Some(&true) {
                         if !mine {
                             ctx.counts.other_shards += 1;
                             continue;
@@ -732,9 +740,11 @@ fn run_body(
             stop_condition: "every input read, or the deadline",
             ..Default::default()
         })?;
+        let sha = digest.finish()?;
         inputs.push(InputInfo {
             path: input.display().to_string(),
-            sha256,
+            sha256: sha.sha256,
+            bytes: sha.bytes,
             records: count,
         });
         if stopped {
@@ -891,6 +901,8 @@ fn run_body(
     run.write_json("receipt.json", &receipt)?;
     fault::point("staged.receipt");
     status.completed("write report");
+    // Nothing is committed from an annotations file that changed under the run.
+    annotator.check_unchanged()?;
     status.emit(Event {
         phase: "commit",
         current_artifact: Some(run.path()),

@@ -10,6 +10,7 @@ mod decisions;
 mod edges;
 mod fuzz_corpus;
 mod ingest;
+mod inputs;
 #[cfg(feature = "failpoints")]
 mod ops;
 mod policy;
