@@ -512,6 +512,49 @@ fn a_failed_run_keeps_its_events_and_a_failure_receipt() {
     assert!(last["bug_or_blocker"].is_null());
 }
 
+// A run that failed after its commit point left no status record either.
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_run_that_fails_after_its_commit_point_is_recorded_as_unfinished() {
+    let env = setup();
+    let ran = run_faulty(&env, "io.replace_state=3*return");
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("the next run's recovery completes it"),
+        "{}",
+        ran.stderr
+    );
+    let failed = env.staging().join("failed");
+    let dirs = names(&failed);
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let dir = failed.join(&dirs[0]);
+    let receipt: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("receipt.json")).unwrap()).unwrap();
+    assert_eq!(receipt["status"], "unfinished");
+    // The stream stays with the published run and ends with the blocker.
+    let published = env.staging().join("runs").join(dir.file_name().unwrap());
+    let events = read_jsonl(&published.join("events.jsonl"));
+    let last = events.last().unwrap();
+    assert_eq!(last["phase"], "before_blocked_or_final_response");
+    assert!(
+        last["bug_or_blocker"]
+            .as_str()
+            .unwrap()
+            .contains("unfinished"),
+        "{last}"
+    );
+    assert_eq!(
+        receipt["events"].as_str().unwrap(),
+        std::path::absolute(published.join("events.jsonl"))
+            .unwrap()
+            .to_str()
+            .unwrap()
+    );
+    // The next run completes the commit.
+    let ran = env.run_std(&[]).ok();
+    assert!(ran.stdout.contains("2 skipped"), "{}", ran.stdout);
+}
+
 // Exits 2 (configuration) and 3 (locked) wrote no event at all.
 #[test]
 fn blocked_runs_leave_a_status_record_too() {
