@@ -199,20 +199,24 @@ impl StagingDir {
                 if run_dir::is_uncommitted(&path, run_id) {
                     remove.push(path);
                 } else {
-                    out.left_alone.push((
-                        path,
-                        if is_dir {
+                    let why = match files::not_a_file(&path) {
+                        Some("a directory") => {
                             "no marker of an uncommitted run of this program inside"
-                        } else {
-                            "not a directory"
-                        },
-                    ));
+                        }
+                        Some("a symbolic link") => "a symbolic link (never followed)",
+                        _ => "not a directory (not a run of this program)",
+                    };
+                    out.left_alone.push((path, why));
                 }
             } else if committed.contains(&name) {
                 continue;
             } else if !is_dir {
-                out.left_alone
-                    .push((path, "not a directory (not a run of this program)"));
+                let why = if files::not_a_file(&path) == Some("a symbolic link") {
+                    "a symbolic link (never followed)"
+                } else {
+                    "not a directory (not a run of this program)"
+                };
+                out.left_alone.push((path, why));
             } else if State::next_path(&state_dir, &name).is_file() {
                 complete.push(name);
             } else if is_committed_run(&path, &name) {

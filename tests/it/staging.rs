@@ -282,6 +282,12 @@ fn recovery_leaves_alone_what_it_did_not_write() {
             recovered.iter().all(|l| l.starts_with("left alone")),
             "{recovered:?}"
         );
+        assert!(
+            recovered
+                .iter()
+                .any(|l| l.contains(".tmp-x: a symbolic link (never followed)")),
+            "{recovered:?}"
+        );
         let events = read_jsonl(&env.latest().join("events.jsonl"));
         assert!(
             events[0]["bug_or_blocker"]
