@@ -4,7 +4,7 @@
 //! `status_code`, `duration_seconds`), `bug_or_blocker`, `next_step` and
 //! `stop_condition`; long phases send a heartbeat at least every 30 s.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -13,6 +13,18 @@ use serde_json::{Value, json};
 
 /// Seconds between heartbeats during a long phase.
 pub const HEARTBEAT: Duration = Duration::from_secs(30);
+/// The seed's `stale_after_seconds`: a running run whose last event is
+/// older than this is stalled (see [`stale_after`]).
+pub const STALE_AFTER: Duration = Duration::from_secs(120);
+/// Phase of the last event of every run, committed or not (the seed's
+/// cadence point of the same name).
+pub const FINAL_PHASE: &str = "before_blocked_or_final_response";
+
+/// When a monitor should treat a run as stalled: the seed's 120 s, or four
+/// heartbeats when the heartbeat is set slower than 30 s.
+pub fn stale_after(heartbeat: Duration) -> Duration {
+    STALE_AFTER.max(heartbeat * 4)
+}
 
 /// An append-only event stream.
 #[derive(Debug)]
@@ -25,6 +37,9 @@ pub struct EventLog {
     last: Instant,
     last_started: Option<String>,
     last_completed: Option<String>,
+    last_phase: Option<String>,
+    last_artifact: Option<PathBuf>,
+    heartbeat: Duration,
 }
 
 /// One status event.
@@ -51,7 +66,7 @@ pub struct Event<'a> {
 impl EventLog {
     /// Creates (or appends to) `path`.
     pub fn open(path: &Path, run_id: &str, command: &str) -> std::io::Result<Self> {
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        let file = tomlite_staging::files::open_append(path)?;
         let now = Instant::now();
         Ok(Self {
             file,
@@ -62,12 +77,40 @@ impl EventLog {
             last: now,
             last_started: None,
             last_completed: None,
+            last_phase: None,
+            last_artifact: None,
+            heartbeat: HEARTBEAT,
         })
+    }
+
+    /// Sets the heartbeat interval the events announce in
+    /// `timeout_diagnostics` (the default is [`HEARTBEAT`]).
+    pub fn set_heartbeat(&mut self, every: Duration) {
+        self.heartbeat = every;
+    }
+
+    /// Where the run was when it stopped: the step started and not
+    /// completed, else the last event's phase.
+    pub fn current_phase(&self) -> Option<&str> {
+        match (&self.last_started, &self.last_completed) {
+            (Some(s), c) if c.as_ref() != Some(s) => Some(s),
+            _ => self.last_phase.as_deref(),
+        }
+    }
+
+    /// The last event's artifact (absolute).
+    pub fn last_artifact(&self) -> Option<&Path> {
+        self.last_artifact.as_deref()
+    }
+
+    /// The last step started and the last completed.
+    pub fn steps(&self) -> (Option<&str>, Option<&str>) {
+        (self.last_started.as_deref(), self.last_completed.as_deref())
     }
 
     /// Moves the stream to a new path (after the run directory's rename).
     pub fn reopen(&mut self, path: &Path) -> std::io::Result<()> {
-        self.file = OpenOptions::new().create(true).append(true).open(path)?;
+        self.file = tomlite_staging::files::open_append(path)?;
         self.path = path.to_path_buf();
         Ok(())
     }
@@ -95,11 +138,15 @@ impl EventLog {
     /// Appends one event and flushes it.
     pub fn emit(&mut self, e: Event<'_>) -> std::io::Result<()> {
         let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        // The seed: "/absolute/path/or/url-or-null".
+        let artifact = e
+            .current_artifact
+            .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()));
         let v = json!({
             "subagent_run_id": self.run_id,
             "time": now,
             "phase": e.phase,
-            "current_artifact": e.current_artifact.map(|p| p.display().to_string()),
+            "current_artifact": artifact.as_ref().map(|p| p.display().to_string()),
             "command_or_api": self.command,
             "evidence": {
                 "counts": e.counts,
@@ -112,12 +159,22 @@ impl EventLog {
             "stop_condition": e.stop_condition,
             "last_started_step": self.last_started,
             "last_completed_step": self.last_completed,
+            "timeout_diagnostics": {
+                "heartbeat_interval_seconds": self.heartbeat.as_secs_f64(),
+                "stale_after_seconds": stale_after(self.heartbeat).as_secs_f64(),
+            },
         });
         let mut line = serde_json::to_vec(&v).expect("an event always serialises");
         line.push(b'\n');
         self.file.write_all(&line)?;
         self.file.flush()?;
         self.last = Instant::now();
+        if e.phase != "heartbeat" {
+            self.last_phase = Some(e.phase.to_string());
+        }
+        if artifact.is_some() {
+            self.last_artifact = artifact;
+        }
         Ok(())
     }
 }

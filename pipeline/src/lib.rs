@@ -34,6 +34,7 @@ pub mod curate;
 pub mod decide;
 pub mod edge_model;
 pub mod events;
+pub mod failed;
 mod journals;
 pub mod learn;
 pub mod memory;

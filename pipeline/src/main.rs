@@ -595,7 +595,49 @@ fn classifier_may_annotate(policy: &Policy, source: Option<&Path>) -> Result<(),
 }
 
 fn cmd_run(args: RunArgs) -> Result<(), Failure> {
+    let started = chrono::Utc::now();
+    let mut staging = args.staging.clone();
+    let result = run_command(args, &mut staging);
+    // A usage or configuration error leaves its record too, in a staging
+    // directory that exists (one is never created for it).
+    if let (Err(f), Some(staging)) = (&result, staging)
+        && f.status == ExitStatus::Config
+        && staging.is_dir()
+    {
+        let command = std::env::args().collect::<Vec<_>>().join(" ");
+        let run_id = tomlite::run::new_run_id(&staging.join("runs"), started);
+        let error = format!("{:#}", f.error);
+        let ended = tomlite::failed::Ended {
+            run_id: &run_id,
+            command: &command,
+            status: "blocked",
+            exit_code: ExitStatus::Config as i32,
+            phase: "configure",
+            error: &error,
+            next_step: "fix the usage or configuration error that bug_or_blocker names, then run again",
+            started_at: started,
+            heartbeat: tomlite::events::HEARTBEAT,
+            counts: serde_json::json!({}),
+            left_untouched: tomlite::failed::untouched(
+                &staging,
+                "nothing ran: the staging directory was not opened",
+            ),
+            artifact: None,
+        };
+        if let Err(w) = tomlite::failed::record(&staging, &ended, None, false) {
+            eprintln!("tomlite: warning: cannot keep the record of the blocked run {run_id}: {w}");
+        }
+    }
+    result
+}
+
+/// `tomlite run`; sets `staging_seen` as soon as the staging directory is
+/// known.
+fn run_command(args: RunArgs, staging_seen: &mut Option<PathBuf>) -> Result<(), Failure> {
     let (policy, policy_source) = load_policy(args.policy.as_deref())?;
+    if staging_seen.is_none() {
+        staging_seen.clone_from(&policy.run.staging);
+    }
     let elsewhere = args.annotations.is_some() || args.raw_annotations.is_some();
     if !elsewhere {
         classifier_may_annotate(&policy, policy_source.as_deref())?;
@@ -949,10 +991,20 @@ fn print_summary(s: &RunSummary) {
             s.retries_used
         );
     }
-    if !s.recovered.is_empty() {
+    let left = s
+        .recovered
+        .iter()
+        .filter(|l| l.starts_with(tomlite_staging::LEFT_ALONE))
+        .count();
+    if s.recovered.len() > left {
         println!(
             "  recovered   removed {} leftovers of an interrupted run",
-            s.recovered.len()
+            s.recovered.len() - left
+        );
+    }
+    if left > 0 {
+        println!(
+            "  left alone  {left} entries of runs/ this program did not write (see the receipt's recovered)"
         );
     }
     println!("  run dir     {}", s.run_dir.display());

@@ -470,32 +470,58 @@ impl Budget {
 /// Runs the job: the caller has chosen the annotator.
 ///
 /// On an error nothing is committed and the run's temporary directory is
-/// removed; a killed run's leftovers are removed (or, past the commit
-/// point, completed) by the next run.
+/// removed; its `events.jsonl` is kept, with a failure receipt, in
+/// `<staging>/failed/<run_id>/` (see [`crate::failed`]). A killed run's
+/// leftovers are removed (or, past the commit point, completed) by the next
+/// run.
 pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary, RunError> {
     let started_at = chrono::Utc::now();
     let clock = Instant::now();
-    let staging = StagingDir::open(&cfg.staging)?;
+    // A run that stops before its event stream exists still leaves a record.
+    let early = |phase: &str, e: RunError| {
+        keep_failed(cfg, started_at, phase, &e, None, (json!({}), None));
+        e
+    };
+    let staging = StagingDir::open(&cfg.staging).map_err(|e| early("lock", e.into()))?;
     staging.retry().set_limit(cfg.transient_retries);
-    let found = staging.recover()?;
+    let found = staging.recover().map_err(|e| early("recover", e.into()))?;
+    for w in found.warnings() {
+        eprintln!("tomlite: warning: recovery {w}");
+    }
     let recovered = found.describe();
-    let mut state = staging.load_state()?;
+    let mut state = staging
+        .load_state()
+        .map_err(|e| early("load state", e.into()))?;
     // Memory links point only at what earlier runs committed.
     annotator.use_memories(crate::memory::MemoryIndex::from_state(&state));
     let run_id = new_run_id(&staging.runs_dir(), started_at);
-    let run = staging.begin_run(&run_id)?;
+    let run = staging
+        .begin_run(&run_id)
+        .map_err(|e| early("begin run", e.into()))?;
     let tmp = run.path().to_path_buf();
     let events_path = run.path().join("events.jsonl");
-    let log =
-        EventLog::open(&events_path, &run_id, &cfg.command).map_err(|source| RunError::Events {
-            path: events_path.clone(),
-            source,
-        })?;
+    let log = match EventLog::open(&events_path, &run_id, &cfg.command) {
+        Ok(mut log) => {
+            log.set_heartbeat(cfg.heartbeat);
+            log
+        }
+        Err(source) => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(early(
+                "open events",
+                RunError::Events {
+                    path: events_path,
+                    source,
+                },
+            ));
+        }
+    };
     let status = Status {
         log: Mutex::new(log),
         snapshot: Mutex::new((json!({}), None)),
         stop: AtomicBool::new(false),
     };
+    let warnings = found.warnings();
     let result = std::thread::scope(|scope| {
         let beat = scope.spawn(|| status.beat(cfg.heartbeat));
         // Stops the heartbeats however run_body ends, a panic included
@@ -512,15 +538,117 @@ pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary,
                 at: started_at,
                 clock,
                 recovered,
+                warnings,
                 run_id: run_id.clone(),
             },
             move || drop(guard),
         )
     });
-    if result.is_err() && tmp.exists() {
-        let _ = std::fs::remove_dir_all(&tmp);
+    if let Err(e) = &result {
+        let mut log = status.log.lock().unwrap_or_else(|p| p.into_inner());
+        let (counts, artifact) = status
+            .snapshot
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let phase = log.current_phase().unwrap_or("run").to_string();
+        keep_failed(
+            cfg,
+            started_at,
+            &phase,
+            e,
+            Some((&mut *log, &run_id)),
+            (counts, artifact.as_deref()),
+        );
+        drop(log);
+        if tmp.exists() {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
     }
     result
+}
+
+impl RunError {
+    /// The exit code this error ends `tomlite run` with: 3 for a locked
+    /// staging directory, 1 otherwise (README, "Exit codes").
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Self::Staging(tomlite_staging::Error::Locked { .. }) => 3,
+            _ => 1,
+        }
+    }
+}
+
+/// Keeps the record of a run that ended on `e` in `<staging>/failed/`:
+/// its event stream (`log`, with its run id) or a new one; a warning when
+/// that cannot be written (the run's own error is what matters).
+fn keep_failed(
+    cfg: &RunConfig,
+    started_at: chrono::DateTime<chrono::Utc>,
+    phase: &str,
+    e: &RunError,
+    log: Option<(&mut EventLog, &str)>,
+    (counts, artifact): (serde_json::Value, Option<&Path>),
+) {
+    let unfinished = matches!(
+        e,
+        RunError::Staging(tomlite_staging::Error::Unfinished { .. })
+    );
+    let (status, next_step, note) = match e {
+        RunError::Staging(tomlite_staging::Error::Locked { .. }) => (
+            "blocked",
+            "wait for the run that holds the lock to end (or check it is alive), then run again",
+            "another run holds the staging directory: this run changed nothing but this folder",
+        ),
+        _ if unfinished => (
+            "unfinished",
+            "run again: the next run's recovery completes this run's commit",
+            "the run is published in runs/; the state or LATEST was not replaced yet",
+        ),
+        RunError::Staging(tomlite_staging::Error::StateBehind { .. }) => (
+            "blocked",
+            "restore the state file that lists the committed runs, or move those runs out of runs/ (see the error)",
+            "recovery stopped before changing anything",
+        ),
+        _ => (
+            "failed",
+            "fix what bug_or_blocker names and run again: nothing was committed, the next run redoes these records",
+            "nothing was committed: the state, LATEST and the committed runs are as the last committed run left them",
+        ),
+    };
+    let error = crate::failed::chain(e);
+    let (log, run_id) = match log {
+        Some((log, id)) => {
+            if unfinished {
+                // The stream moved with the published run directory.
+                let published = cfg.staging.join("runs").join(id).join("events.jsonl");
+                let _ = log.reopen(&published);
+            }
+            (Some(log), id.to_string())
+        }
+        None => (
+            None,
+            new_run_id(&cfg.staging.join("runs"), chrono::Utc::now()),
+        ),
+    };
+    let in_place = unfinished;
+    let ended = crate::failed::Ended {
+        run_id: &run_id,
+        command: &cfg.command,
+        status,
+        exit_code: e.exit_code(),
+        phase,
+        error: &error,
+        next_step,
+        started_at,
+        heartbeat: cfg.heartbeat,
+        counts,
+        left_untouched: crate::failed::untouched(&cfg.staging, note),
+        artifact,
+    };
+    if let Err(w) = crate::failed::record(&cfg.staging, &ended, log, in_place) {
+        eprintln!("tomlite: warning: cannot keep the record of failed run {run_id}: {w}");
+    }
 }
 
 /// Stops the heartbeat thread when dropped.
@@ -537,6 +665,8 @@ struct Started {
     at: chrono::DateTime<chrono::Utc>,
     clock: Instant,
     recovered: Vec<String>,
+    /// Entries recovery left alone, for the first event's `bug_or_blocker`.
+    warnings: Vec<String>,
     run_id: String,
 }
 
@@ -555,6 +685,7 @@ fn run_body(
         at: started_at,
         clock,
         recovered,
+        warnings,
         run_id,
     } = started;
     let info = annotator.info();
@@ -563,6 +694,12 @@ fn run_body(
         current_artifact: Some(run.path()),
         counts: json!({"state_records": state.len(), "recovered": recovered.len(), "shard": cfg.shard}),
         paths: recovered.clone(),
+        bug_or_blocker: (!warnings.is_empty()).then(|| {
+            format!(
+                "recovery left alone what this program did not write: {}",
+                warnings.join("; ")
+            )
+        }),
         next_step: "stream the inputs through annotate, validate and decide",
         stop_condition: "every input read, or the deadline",
         ..Default::default()
@@ -845,7 +982,13 @@ fn run_body(
         ("abstained", tables.abstained),
         ("rejects", tables.rejects),
     ] {
-        paths.push(t.close()?.display().to_string());
+        let closed = t.close()?;
+        paths.push(
+            std::path::absolute(&closed)
+                .unwrap_or(closed)
+                .display()
+                .to_string(),
+        );
         fault::point(&format!("staged.{name}"));
     }
     status.completed("write tables");
@@ -928,23 +1071,41 @@ fn run_body(
         path: final_events.clone(),
         source,
     });
+    let exit_code = if stop == StopCondition::Deadline {
+        4
+    } else if cfg.escalate_poison && counts.poison_skipped > 0 {
+        6
+    } else {
+        0
+    };
+    let next_step = if stop == StopCondition::Deadline {
+        "run again: the next run takes the records this one left"
+    } else {
+        "curator reviews the quarantine"
+    };
     let ended = ended.and_then(|()| {
         status.emit(Event {
             phase: "committed",
             current_artifact: Some(&run_dir),
             counts: serde_json::to_value(&counts).unwrap_or_default(),
-            status_code: Some(if stop == StopCondition::Deadline {
-                4
-            } else if cfg.escalate_poison && counts.poison_skipped > 0 {
-                6
-            } else {
-                0
-            }),
-            next_step: if stop == StopCondition::Deadline {
-                "run again: the next run takes the records this one left"
-            } else {
-                "curator reviews the quarantine"
-            },
+            status_code: Some(exit_code),
+            next_step,
+            stop_condition: stop.as_str(),
+            ..Default::default()
+        })?;
+        // The seed's last cadence point: every run's stream ends with it.
+        status.emit(Event {
+            phase: crate::events::FINAL_PHASE,
+            current_artifact: Some(&run_dir),
+            counts: serde_json::to_value(&counts).unwrap_or_default(),
+            paths: vec![
+                std::path::absolute(run_dir.join("receipt.json"))
+                    .unwrap_or_default()
+                    .display()
+                    .to_string(),
+            ],
+            status_code: Some(exit_code),
+            next_step,
             stop_condition: stop.as_str(),
             ..Default::default()
         })
@@ -970,10 +1131,14 @@ pub fn new_run_id(runs: &Path, now: chrono::DateTime<chrono::Utc>) -> String {
     let salt = (std::process::id() as u64) ^ u64::from(now.timestamp_subsec_nanos());
     for bump in 0.. {
         let id = format!("{stamp}-{:04x}", (salt + bump) & 0xffff);
-        if !runs.join(&id).exists()
+        // Any entry counts, a dangling link included; so does a failed
+        // run's record of the same id.
+        let taken = |p: PathBuf| std::fs::symlink_metadata(p).is_ok();
+        if !taken(runs.join(&id))
+            && !taken(runs.join(format!("{}{id}", tomlite_staging::TMP_PREFIX)))
             && !runs
-                .join(format!("{}{id}", tomlite_staging::TMP_PREFIX))
-                .exists()
+                .parent()
+                .is_some_and(|root| taken(root.join(crate::failed::FAILED_DIR).join(&id)))
         {
             return id;
         }

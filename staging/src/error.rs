@@ -58,6 +58,24 @@ pub enum Error {
         #[source]
         source: Box<Error>,
     },
+    /// `runs/` holds committed runs of this program that the state does not
+    /// list and that no next-state file completes: the state file was lost
+    /// or replaced by an older one. Recovery stops before changing anything.
+    #[error(
+        "{} does not list the committed run(s) {} in {} (the state file is missing, or older than the runs, e.g. restored from a backup); nothing was changed. Restore the state file that lists them, or move those run directories out of {} to have their records processed again",
+        state.display(),
+        list(runs),
+        runs_dir.display(),
+        runs_dir.display()
+    )]
+    StateBehind {
+        /// The state file.
+        state: PathBuf,
+        /// The `runs/` directory.
+        runs_dir: PathBuf,
+        /// The committed runs the state does not list.
+        runs: Vec<String>,
+    },
     /// A JSON file could not be written.
     #[error("cannot write JSON to {}", path.display())]
     Json {
@@ -84,4 +102,19 @@ impl Error {
             source,
         }
     }
+}
+
+/// The first few names, then how many more.
+fn list(names: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut s = names
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        s.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    s
 }

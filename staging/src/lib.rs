@@ -7,8 +7,9 @@
 //! commit protocol is:
 //!
 //! 1. [`StagingDir::open`] takes the lock and [`StagingDir::recover`] removes
-//!    what a killed run left behind (temporary run directories, run
-//!    directories that no committed state names);
+//!    what a killed run left behind (temporary run directories holding this
+//!    program's marker, their next-state files) and leaves everything else
+//!    alone;
 //! 2. a [`RunDir`] is written under `runs/.tmp-<run_id>/`: every table and
 //!    JSON file is flushed and synced as it is closed;
 //! 3. [`RunDir::commit`] writes the next state beside the current one,
@@ -38,6 +39,7 @@
 
 mod error;
 pub mod fault;
+pub mod files;
 mod lock;
 pub mod retry;
 mod run_dir;
@@ -46,7 +48,7 @@ mod state;
 pub use error::Error;
 pub use lock::StagingLock;
 pub use retry::Retry;
-pub use run_dir::{RunDir, TableWriter};
+pub use run_dir::{RUN_MARKER, RunDir, TableWriter};
 pub use state::{Digest, State, StateEntry, StateRow};
 
 use std::fs;
@@ -56,6 +58,8 @@ use std::path::{Path, PathBuf};
 pub const LATEST: &str = "LATEST";
 /// Prefix of run directories that are still being written.
 pub const TMP_PREFIX: &str = ".tmp-";
+/// How [`Recovered::describe`] starts a line about an entry left alone.
+pub const LEFT_ALONE: &str = "left alone";
 
 /// An opened, locked staging directory.
 #[derive(Debug)]
@@ -77,6 +81,9 @@ pub struct Recovered {
     /// The run `LATEST` was rewritten to name (a run killed after its state
     /// replacement, before `LATEST`'s).
     pub latest_rewritten: Option<String>,
+    /// Entries of `runs/` (and `state/`) that this program cannot prove it
+    /// wrote, left as they are, with why.
+    pub left_alone: Vec<(PathBuf, &'static str)>,
 }
 
 impl Recovered {
@@ -96,6 +103,15 @@ impl Recovered {
                     .iter()
                     .map(|r| format!("rewrote LATEST to name run {r}")),
             )
+            .chain(self.warnings())
+            .collect()
+    }
+
+    /// One line per entry left alone: `left alone <path>: <why>`.
+    pub fn warnings(&self) -> Vec<String> {
+        self.left_alone
+            .iter()
+            .map(|(p, why)| format!("{LEFT_ALONE} {}: {why}", p.display()))
             .collect()
     }
 }
@@ -140,15 +156,30 @@ impl StagingDir {
 
     /// Finishes or undoes what an interrupted run left behind.
     ///
-    /// A temporary run directory never reached its commit point: it is
-    /// removed, with its next-state file, and the next run redoes its
-    /// records. A published run that the state does not list yet reached
-    /// its commit point: its next state is moved into place. A published
-    /// run without a next state (not written by this protocol) is removed.
-    /// `LATEST` is rewritten from the state when it lags.
+    /// Only what this program can prove it wrote and never committed is
+    /// removed: a `.tmp-<run_id>` directory (a real one, not a link) that
+    /// holds its run's marker file ([`RUN_MARKER`], written before anything
+    /// else), the state's own temp and next-state files, a stale
+    /// `LATEST.tmp`. A published run that the state does not list yet
+    /// reached its commit point: its next state is moved into place.
+    /// Anything else in `runs/` (a folder or file of someone else's, a
+    /// `.tmp-*` without the marker, a link) is left alone and listed in
+    /// [`Recovered::left_alone`]. Committed runs of this program that the
+    /// state does not list and no next state completes mean the state file
+    /// was lost or is older than the runs: [`Error::StateBehind`], before
+    /// anything is changed. `LATEST` is rewritten from the state when it
+    /// lags.
     pub fn recover(&self) -> Result<Recovered, Error> {
         let state_dir = self.state_dir();
         let mut out = Recovered::default();
+        let latest_tmp = run_dir::tmp_sibling(&self.root.join(LATEST));
+        if let Some(what) = files::not_a_file(&latest_tmp) {
+            return Err(Error::io(
+                "replace",
+                &latest_tmp,
+                files::refused(&latest_tmp, what),
+            ));
+        }
         let committed = State::load(&state_dir)?.runs().to_vec();
         let runs = self.runs_dir();
         let mut names = Vec::new();
@@ -158,32 +189,80 @@ impl StagingDir {
             names.push(entry.file_name().to_string_lossy().into_owned());
         }
         names.sort();
+        // Decide everything first: an unlisted committed run stops recovery
+        // before anything is removed or rolled forward.
+        let (mut remove, mut complete, mut behind) = (Vec::new(), Vec::new(), Vec::new());
         for name in names {
             let path = runs.join(&name);
-            if name.starts_with(TMP_PREFIX) {
-                fs::remove_dir_all(&path).map_err(|source| Error::io("remove", &path, source))?;
-                out.removed.push(path);
-            } else if !committed.contains(&name) {
-                if State::next_path(&state_dir, &name).is_file() {
-                    run_dir::finish_commit(&self.root, &name, &self.retry)?;
-                    out.completed.push(name);
+            let is_dir = fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_dir());
+            if let Some(run_id) = name.strip_prefix(TMP_PREFIX) {
+                if run_dir::is_uncommitted(&path, run_id) {
+                    remove.push(path);
                 } else {
-                    fs::remove_dir_all(&path)
-                        .map_err(|source| Error::io("remove", &path, source))?;
-                    out.removed.push(path);
+                    let why = match files::not_a_file(&path) {
+                        Some("a directory") => {
+                            "no marker of an uncommitted run of this program inside"
+                        }
+                        Some("a symbolic link") => "a symbolic link (never followed)",
+                        _ => "not a directory (not a run of this program)",
+                    };
+                    out.left_alone.push((path, why));
                 }
+            } else if committed.contains(&name) {
+                continue;
+            } else if !is_dir {
+                let why = if files::not_a_file(&path) == Some("a symbolic link") {
+                    "a symbolic link (never followed)"
+                } else {
+                    "not a directory (not a run of this program)"
+                };
+                out.left_alone.push((path, why));
+            } else if State::next_path(&state_dir, &name).is_file() {
+                complete.push(name);
+            } else if is_committed_run(&path, &name) {
+                behind.push(name);
+            } else {
+                out.left_alone.push((
+                    path,
+                    "not a run directory of this program (no marker or receipt naming it)",
+                ));
             }
+        }
+        if !behind.is_empty() {
+            return Err(Error::StateBehind {
+                state: state_dir.join("records.parquet"),
+                runs_dir: runs,
+                runs: behind,
+            });
+        }
+        for path in remove {
+            fs::remove_dir_all(&path).map_err(|source| Error::io("remove", &path, source))?;
+            out.removed.push(path);
+        }
+        for name in complete {
+            run_dir::finish_commit(&self.root, &name, &self.retry)?;
+            out.completed.push(name);
         }
         let entries =
             fs::read_dir(&state_dir).map_err(|source| Error::io("list", &state_dir, source))?;
         for entry in entries {
             let entry = entry.map_err(|source| Error::io("list", &state_dir, source))?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name.ends_with(".tmp") || name.contains(state::NEXT_INFIX) {
+            if name == "records.parquet.tmp" || name.starts_with("records.parquet.next-") {
                 let path = entry.path();
+                if files::not_a_file(&path).is_some() {
+                    out.left_alone
+                        .push((path, "not a regular file (not written by this program)"));
+                    continue;
+                }
                 fs::remove_file(&path).map_err(|source| Error::io("remove", &path, source))?;
                 out.removed.push(path);
             }
+        }
+        if latest_tmp.is_file() {
+            fs::remove_file(&latest_tmp)
+                .map_err(|source| Error::io("remove", &latest_tmp, source))?;
+            out.removed.push(latest_tmp);
         }
         let state = State::load(&state_dir)?;
         if let Some(last) = state.last_run()
@@ -220,6 +299,23 @@ impl StagingDir {
     pub fn begin_run(&self, run_id: &str) -> Result<RunDir, Error> {
         RunDir::create(&self.root, run_id)
     }
+}
+
+/// Whether `dir` is a committed run directory of this program named
+/// `run_id`: its marker, or (runs committed before the marker existed) a
+/// `receipt.json` whose `run_id` is the directory's name.
+fn is_committed_run(dir: &Path, run_id: &str) -> bool {
+    if run_dir::has_marker(dir, run_id) {
+        return true;
+    }
+    let receipt = dir.join("receipt.json");
+    if files::not_a_file(&receipt).is_some() {
+        return false;
+    }
+    fs::read(&receipt)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .is_some_and(|v| v["run_id"].as_str() == Some(run_id))
 }
 
 /// Syncs a directory so that renames and new entries in it are durable.

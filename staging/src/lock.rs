@@ -19,13 +19,17 @@ impl StagingLock {
     /// Takes the lock or fails with [`Error::Locked`] naming the holder.
     pub fn acquire(root: &Path) -> Result<Self, Error> {
         let path = root.join(".lock");
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|source| Error::io("open lock file", &path, source))?;
+        // Never through a link: a `.lock` planted as a link to another file
+        // would otherwise have that file truncated and overwritten.
+        let mut file = crate::files::open_no_follow(
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false),
+            &path,
+        )
+        .map_err(|source| Error::io("open lock file", &path, source))?;
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {

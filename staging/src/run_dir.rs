@@ -40,7 +40,8 @@ impl std::fmt::Debug for TableWriter {
 impl TableWriter {
     /// Creates `path` and a zstd Parquet writer for `schema`.
     pub fn create(path: &Path, schema: Arc<Schema>) -> Result<Self, Error> {
-        let file = File::create(path).map_err(|source| Error::io("create", path, source))?;
+        let file =
+            crate::files::create_fresh(path).map_err(|source| Error::io("create", path, source))?;
         let clone = file
             .try_clone()
             .map_err(|source| Error::io("open", path, source))?;
@@ -84,8 +85,20 @@ impl TableWriter {
 
 impl RunDir {
     pub(crate) fn create(root: &Path, run_id: &str) -> Result<Self, Error> {
-        let tmp = root.join("runs").join(format!("{TMP_PREFIX}{run_id}"));
-        fs::create_dir_all(&tmp).map_err(|source| Error::io("create directory", &tmp, source))?;
+        let runs = root.join("runs");
+        let tmp = runs.join(format!("{TMP_PREFIX}{run_id}"));
+        // A new directory, never one that exists (or a link to one).
+        fs::create_dir(&tmp).map_err(|source| Error::io("create directory", &tmp, source))?;
+        // Before anything else: the marker that lets recovery prove this
+        // directory is an uncommitted run of this program.
+        let marked = write_synced(&tmp.join(RUN_MARKER), marker(run_id).as_bytes())
+            .and_then(|()| sync_dir(&tmp))
+            .and_then(|()| sync_dir(&runs));
+        if let Err(e) = marked {
+            // Created just now, by this call: removing it is safe.
+            let _ = fs::remove_dir_all(&tmp);
+            return Err(e);
+        }
         Ok(Self {
             root: root.to_path_buf(),
             run_id: run_id.to_string(),
@@ -204,9 +217,59 @@ pub(crate) fn finish_commit(root: &Path, run_id: &str, retry: &Retry) -> Result<
     Ok(())
 }
 
-/// Writes `bytes` to `path` and syncs the file.
+/// The marker file every run directory gets first, before any output: what
+/// recovery needs to find in a `.tmp-*` directory before it removes it.
+pub const RUN_MARKER: &str = ".tomlite-run";
+
+/// The marker's content for a run.
+pub(crate) fn marker(run_id: &str) -> String {
+    format!("tomlite run directory {run_id}\n")
+}
+
+/// Whether `dir` (not a link) holds the marker (a regular file, not a link)
+/// of run `run_id`.
+pub(crate) fn has_marker(dir: &Path, run_id: &str) -> bool {
+    let is_dir = fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_dir());
+    let path = dir.join(RUN_MARKER);
+    is_dir
+        && crate::files::not_a_file(&path).is_none()
+        && fs::symlink_metadata(&path).is_ok()
+        && fs::read(&path).is_ok_and(|b| b == marker(run_id).as_bytes())
+}
+
+/// Whether `dir` is a temporary directory of run `run_id` that this program
+/// created and never committed: a real directory (not a link) holding its
+/// marker, or one killed while it was being marked (empty, or nothing but a
+/// partly written marker).
+pub(crate) fn is_uncommitted(dir: &Path, run_id: &str) -> bool {
+    if has_marker(dir, run_id) {
+        return true;
+    }
+    if !fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_dir()) {
+        return false;
+    }
+    let Ok(entries) = fs::read_dir(dir) else {
+        return false;
+    };
+    let names: Vec<_> = entries
+        .filter_map(|e| e.ok().map(|e| e.file_name()))
+        .collect();
+    match names.as_slice() {
+        [] => true,
+        [only] if only == RUN_MARKER => {
+            let path = dir.join(RUN_MARKER);
+            crate::files::not_a_file(&path).is_none()
+                && fs::read(&path).is_ok_and(|b| marker(run_id).as_bytes().starts_with(&b))
+        }
+        _ => false,
+    }
+}
+
+/// Writes `bytes` to a new file `path` (no link followed; a stale regular
+/// file replaced) and syncs it.
 pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    let mut f = File::create(path).map_err(|source| Error::io("create", path, source))?;
+    let mut f =
+        crate::files::create_fresh(path).map_err(|source| Error::io("create", path, source))?;
     f.write_all(bytes)
         .and_then(|()| f.sync_all())
         .map_err(|source| Error::io("write", path, source))

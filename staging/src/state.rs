@@ -342,7 +342,8 @@ impl State {
             ])
             .collect::<Vec<_>>(),
         ));
-        let file = File::create(&tmp).map_err(|source| Error::io("create", &tmp, source))?;
+        let file =
+            crate::files::create_fresh(&tmp).map_err(|source| Error::io("create", &tmp, source))?;
         let clone = file
             .try_clone()
             .map_err(|source| Error::io("open", &tmp, source))?;

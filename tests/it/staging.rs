@@ -1,6 +1,6 @@
 //! Staging: incremental reruns, --full, the lock, recovery from a killed run.
 
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::Write;
 
 use serde_json::json;
@@ -182,25 +182,447 @@ fn a_second_run_is_refused_while_the_lock_is_held() {
     env.run_std(&[]).ok();
 }
 
+/// `run_std` with `FAILPOINTS` set.
+#[cfg(feature = "failpoints")]
+fn run_faulty(env: &Env, faults: &str) -> Ran {
+    let o = bin()
+        .current_dir(env.dir.path())
+        .args(["run", "--input", "records.jsonl"])
+        .args(["--annotations", "annotations.jsonl", "--staging", "staging"])
+        .env("FAILPOINTS", faults)
+        .output()
+        .unwrap();
+    Ran {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+/// Entries of `dir`, sorted.
+fn names(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[cfg(feature = "failpoints")]
 #[test]
 fn leftovers_of_a_killed_run_are_removed_and_its_records_redone_once() {
     let env = setup();
     env.run_std(&[]).ok();
     let committed = env.latest();
     let runs = env.staging().join("runs");
-    // A run killed while writing, and one killed after its rename but before the state.
-    std::fs::create_dir_all(runs.join(".tmp-20990101T000000Z-dead")).unwrap();
-    File::create(runs.join(".tmp-20990101T000000Z-dead/promoted_tags.parquet")).unwrap();
-    std::fs::create_dir_all(runs.join("20990101T000000Z-beef")).unwrap();
+    // A run killed while writing: its temporary directory holds the marker.
+    let killed = run_faulty(&env, "staged.receipt=return");
+    assert_ne!(killed.code, 0, "{}", killed.stderr);
+    let tmp: Vec<String> = names(&runs)
+        .into_iter()
+        .filter(|n| n.starts_with(".tmp-"))
+        .collect();
+    assert_eq!(tmp.len(), 1, "{:?}", names(&runs));
+    assert!(runs.join(&tmp[0]).join(".tomlite-run").is_file());
     std::fs::write(env.staging().join("state/records.parquet.tmp"), b"partial").unwrap();
+    std::fs::write(env.staging().join("LATEST.tmp"), b"partial").unwrap();
     let ran = env.run_std(&[]).ok();
     assert!(ran.stdout.contains("removed 3 leftovers"), "{}", ran.stdout);
-    assert!(!runs.join(".tmp-20990101T000000Z-dead").exists());
-    assert!(!runs.join("20990101T000000Z-beef").exists());
+    assert!(!runs.join(&tmp[0]).exists());
+    assert!(!env.staging().join("LATEST.tmp").exists());
     assert!(committed.exists());
     let receipt = env.receipt();
     assert_eq!(receipt["counts"]["skipped_unchanged"], 2);
     assert_eq!(receipt["recovered"].as_array().unwrap().len(), 3);
+}
+
+// Recovery used to remove every entry of runs/ it could not place: a
+// plain file failed every later run ("Not a directory"), a folder of
+// someone else's and a `.tmp-*` this program did not write were deleted.
+#[test]
+fn recovery_leaves_alone_what_it_did_not_write() {
+    let env = setup();
+    env.run_std(&[]).ok();
+    let first = env.latest();
+    let runs = env.staging().join("runs");
+    std::fs::write(runs.join("README.txt"), b"what these runs are\n").unwrap();
+    std::fs::create_dir_all(runs.join("exp/a")).unwrap();
+    std::fs::write(runs.join("exp/a/notes.txt"), b"mine").unwrap();
+    std::fs::create_dir_all(runs.join(".tmp-keep")).unwrap();
+    std::fs::write(runs.join(".tmp-keep/data.bin"), b"not tomlite's").unwrap();
+    // A `.tmp-*` link to a folder that even holds a marker: never followed.
+    let outside = env.path("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join(".tomlite-run"), b"tomlite run directory x\n").unwrap();
+    std::fs::write(outside.join("precious.txt"), b"keep").unwrap();
+    std::os::unix::fs::symlink(&outside, runs.join(".tmp-x")).unwrap();
+    for night in 0..2 {
+        let ran = env.run_std(&[]).ok();
+        assert!(
+            ran.stderr.contains("warning: recovery left alone")
+                && ran.stderr.contains("README.txt"),
+            "night {night}: {}",
+            ran.stderr
+        );
+        assert!(
+            ran.stdout.contains("left alone  4 entries"),
+            "{}",
+            ran.stdout
+        );
+        let receipt = env.receipt();
+        let recovered: Vec<&str> = receipt["recovered"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(recovered.len(), 4, "{recovered:?}");
+        assert!(
+            recovered.iter().all(|l| l.starts_with("left alone")),
+            "{recovered:?}"
+        );
+        assert!(
+            recovered
+                .iter()
+                .any(|l| l.contains(".tmp-x: a symbolic link (never followed)")),
+            "{recovered:?}"
+        );
+        let events = read_jsonl(&env.latest().join("events.jsonl"));
+        assert!(
+            events[0]["bug_or_blocker"]
+                .as_str()
+                .is_some_and(|b| b.contains("exp")),
+            "{}",
+            events[0]
+        );
+    }
+    assert_eq!(
+        std::fs::read(runs.join("README.txt")).unwrap(),
+        b"what these runs are\n"
+    );
+    assert_eq!(
+        std::fs::read(runs.join("exp/a/notes.txt")).unwrap(),
+        b"mine"
+    );
+    assert!(runs.join(".tmp-keep/data.bin").is_file());
+    assert_eq!(
+        std::fs::read(outside.join("precious.txt")).unwrap(),
+        b"keep"
+    );
+    assert!(
+        std::fs::symlink_metadata(runs.join(".tmp-x"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(first.is_dir());
+}
+
+// A lost state file, or one restored from an older backup, made recovery
+// delete the committed runs it did not list (exit 0).
+#[test]
+fn a_lost_or_older_state_stops_the_run_instead_of_deleting_committed_runs() {
+    let env = setup();
+    env.run_std(&[]).ok();
+    let first = env.latest();
+    let state = env.staging().join("state/records.parquet");
+    let backup = std::fs::read(&state).unwrap();
+    env.write(
+        "records.jsonl",
+        format!("{}\n", record("r3", "Another line.")),
+    );
+    env.run_std(&[]).ok();
+    let second = env.latest();
+    assert_ne!(first, second);
+    let runs_before = names(&env.staging().join("runs"));
+    // Restored from last night's backup.
+    std::fs::write(&state, &backup).unwrap();
+    let ran = env.run_std(&[]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    let second_id = second.file_name().unwrap().to_str().unwrap();
+    assert!(
+        ran.stderr
+            .contains(&format!("does not list the committed run(s) {second_id}"))
+            && ran.stderr.contains("Restore the state file"),
+        "{}",
+        ran.stderr
+    );
+    assert_eq!(names(&env.staging().join("runs")), runs_before);
+    assert_eq!(std::fs::read(&state).unwrap(), backup);
+    // Lost altogether: both runs are named, none is deleted.
+    std::fs::remove_file(&state).unwrap();
+    let ran = env.run_std(&[]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    let first_id = first.file_name().unwrap().to_str().unwrap();
+    assert!(
+        ran.stderr.contains(first_id) && ran.stderr.contains(second_id),
+        "{}",
+        ran.stderr
+    );
+    assert_eq!(names(&env.staging().join("runs")), runs_before);
+    assert!(first.join("receipt.json").is_file() && second.join("receipt.json").is_file());
+    // Each refusal left its record.
+    let failed = names(&env.staging().join("failed"));
+    assert_eq!(failed.len(), 2, "{failed:?}");
+    let receipt: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(
+            env.staging()
+                .join("failed")
+                .join(&failed[1])
+                .join("receipt.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(receipt["status"], "blocked");
+    assert_eq!(receipt["phase"], "recover");
+    assert_eq!(receipt["exit_code"], 1);
+}
+
+// A `.lock` or `LATEST.tmp` planted as a link made tomlite truncate and
+// write the file it points to.
+#[test]
+fn no_file_in_staging_is_written_through_a_link() {
+    let env = setup();
+    let victim = env.write("victim.txt", "precious\n");
+    std::fs::create_dir_all(env.staging()).unwrap();
+    let lock = env.staging().join(".lock");
+    std::os::unix::fs::symlink(&victim, &lock).unwrap();
+    let ran = env.run_std(&[]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains(".lock") && ran.stderr.contains("symbolic link"),
+        "{}",
+        ran.stderr
+    );
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious\n");
+    std::fs::remove_file(&lock).unwrap();
+    env.run_std(&[]).ok();
+    let latest_tmp = env.staging().join("LATEST.tmp");
+    std::os::unix::fs::symlink(&victim, &latest_tmp).unwrap();
+    env.write("records.jsonl", format!("{}\n", record("r9", "New words.")));
+    let before = std::fs::read_to_string(env.staging().join("LATEST")).unwrap();
+    let ran = env.run_std(&[]);
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("LATEST.tmp") && ran.stderr.contains("symbolic link"),
+        "{}",
+        ran.stderr
+    );
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious\n");
+    assert_eq!(
+        std::fs::read_to_string(env.staging().join("LATEST")).unwrap(),
+        before
+    );
+    assert!(
+        std::fs::symlink_metadata(&latest_tmp)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    // A dangling link is refused the same way (O_CREAT would follow it).
+    std::fs::remove_file(&latest_tmp).unwrap();
+    let gone = env.path("would-be-created.txt");
+    std::os::unix::fs::symlink(&gone, &latest_tmp).unwrap();
+    assert_eq!(env.run_std(&[]).code, 1);
+    assert!(!gone.exists());
+}
+
+/// The one folder under `<staging>/failed/`, its receipt and its events.
+fn only_failed(
+    env: &Env,
+) -> (
+    std::path::PathBuf,
+    serde_json::Value,
+    Vec<serde_json::Value>,
+) {
+    let failed = env.staging().join("failed");
+    let dirs = names(&failed);
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let dir = failed.join(&dirs[0]);
+    let receipt =
+        serde_json::from_slice(&std::fs::read(dir.join("receipt.json")).unwrap()).unwrap();
+    let events = read_jsonl(&dir.join("events.jsonl"));
+    (dir, receipt, events)
+}
+
+// A failed run deleted its events.jsonl with its temporary directory, and
+// no event ever set bug_or_blocker.
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_failed_run_keeps_its_events_and_a_failure_receipt() {
+    let env = setup();
+    let ran = run_faulty(&env, "io.read_input=3*return");
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert!(names(&env.staging().join("runs")).is_empty());
+    assert!(!env.staging().join("LATEST").exists());
+    let (dir, receipt, events) = only_failed(&env);
+    assert!(dir.is_absolute());
+    let phases: Vec<&str> = events
+        .iter()
+        .map(|e| e["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(phases, ["start", "before_blocked_or_final_response"]);
+    let last = events.last().unwrap();
+    let blocker = last["bug_or_blocker"].as_str().unwrap();
+    assert!(
+        blocker.contains("after 2 retries") && blocker.contains("records.jsonl"),
+        "{blocker}"
+    );
+    assert_eq!(last["evidence"]["status_code"], 1);
+    for e in &events {
+        let artifact = e["current_artifact"].as_str().unwrap();
+        assert!(artifact.starts_with('/'), "{e}");
+        assert_eq!(
+            e["timeout_diagnostics"]["stale_after_seconds"], 120.0,
+            "{e}"
+        );
+    }
+    assert_eq!(receipt["status"], "failed");
+    assert_eq!(receipt["exit_code"], 1);
+    assert_eq!(receipt["bug_or_blocker"], blocker);
+    assert!(
+        receipt["phase"].as_str().unwrap().starts_with("read "),
+        "{receipt}"
+    );
+    assert!(receipt["events"].as_str().unwrap().starts_with('/'));
+    assert_eq!(receipt["left_untouched"]["latest"], serde_json::Value::Null);
+    assert!(
+        receipt["left_untouched"]["note"]
+            .as_str()
+            .unwrap()
+            .contains("nothing was committed")
+    );
+    let diag = &receipt["timeout_diagnostics"];
+    assert_eq!(diag["stale_after_seconds"], 120.0);
+    assert_eq!(diag["heartbeat_interval_seconds"], 30.0);
+    assert!(
+        diag["last_started_command"]
+            .as_str()
+            .unwrap()
+            .starts_with("read ")
+    );
+    assert!(
+        diag["current_artifact_path"]
+            .as_str()
+            .unwrap()
+            .ends_with("records.jsonl")
+    );
+    // The next run is not disturbed by the record and commits.
+    env.run_std(&[]).ok();
+    let events = read_jsonl(&env.latest().join("events.jsonl"));
+    let last = events.last().unwrap();
+    assert_eq!(last["phase"], "before_blocked_or_final_response");
+    assert_eq!(last["evidence"]["status_code"], 0);
+    assert!(last["bug_or_blocker"].is_null());
+}
+
+// A run that failed after its commit point left no status record either.
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_run_that_fails_after_its_commit_point_is_recorded_as_unfinished() {
+    let env = setup();
+    let ran = run_faulty(&env, "io.replace_state=3*return");
+    assert_eq!(ran.code, 1, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("the next run's recovery completes it"),
+        "{}",
+        ran.stderr
+    );
+    let failed = env.staging().join("failed");
+    let dirs = names(&failed);
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let dir = failed.join(&dirs[0]);
+    let receipt: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("receipt.json")).unwrap()).unwrap();
+    assert_eq!(receipt["status"], "unfinished");
+    // The stream stays with the published run and ends with the blocker.
+    let published = env.staging().join("runs").join(dir.file_name().unwrap());
+    let events = read_jsonl(&published.join("events.jsonl"));
+    let last = events.last().unwrap();
+    assert_eq!(last["phase"], "before_blocked_or_final_response");
+    assert!(
+        last["bug_or_blocker"]
+            .as_str()
+            .unwrap()
+            .contains("unfinished"),
+        "{last}"
+    );
+    assert_eq!(
+        receipt["events"].as_str().unwrap(),
+        std::path::absolute(published.join("events.jsonl"))
+            .unwrap()
+            .to_str()
+            .unwrap()
+    );
+    // The next run completes the commit.
+    let ran = env.run_std(&[]).ok();
+    assert!(ran.stdout.contains("2 skipped"), "{}", ran.stdout);
+}
+
+// Exits 2 (configuration) and 3 (locked) wrote no event at all.
+#[test]
+fn blocked_runs_leave_a_status_record_too() {
+    let env = setup();
+    std::fs::create_dir_all(env.staging()).unwrap();
+    let mut holder = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(env.staging().join(".lock"))
+        .unwrap();
+    holder.try_lock().unwrap();
+    holder.write_all(b"pid 4242 (since 1)\n").unwrap();
+    let ran = env.run_std(&[]);
+    assert_eq!(ran.code, 3, "{}", ran.stderr);
+    let (dir, receipt, events) = only_failed(&env);
+    assert_eq!(receipt["status"], "blocked");
+    assert_eq!(receipt["exit_code"], 3);
+    assert_eq!(receipt["phase"], "lock");
+    assert!(
+        receipt["error"].as_str().unwrap().contains("pid 4242"),
+        "{receipt}"
+    );
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["phase"], "before_blocked_or_final_response");
+    assert_eq!(events[0]["evidence"]["status_code"], 3);
+    assert!(
+        events[0]["bug_or_blocker"]
+            .as_str()
+            .unwrap()
+            .contains("locked by pid 4242")
+    );
+    drop(holder);
+    std::fs::remove_dir_all(&dir).unwrap();
+    // A configuration error, with the staging directory there.
+    let ran = env.run_std(&["--nodes", "missing-nodes.jsonl"]);
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    let (_, receipt, events) = only_failed(&env);
+    assert_eq!(receipt["status"], "blocked");
+    assert_eq!(receipt["exit_code"], 2);
+    assert!(
+        receipt["error"]
+            .as_str()
+            .unwrap()
+            .contains("missing-nodes.jsonl"),
+        "{receipt}"
+    );
+    assert_eq!(events[0]["evidence"]["status_code"], 2);
+    // No staging directory is created for a usage error.
+    let ran = env.run(&[
+        "--input",
+        "records.jsonl",
+        "--annotations",
+        "annotations.jsonl",
+        "--staging",
+        "typo",
+        "--nodes",
+        "missing.jsonl",
+    ]);
+    assert_eq!(ran.code, 2);
+    assert!(!env.path("typo").exists());
 }
 
 #[test]
@@ -245,7 +667,16 @@ fn outputs_are_readable_and_events_follow_the_seed() {
             v["phase"].as_str().unwrap().to_string()
         })
         .collect();
-    assert_eq!(phases, ["start", "input_done", "commit", "committed"]);
+    assert_eq!(
+        phases,
+        [
+            "start",
+            "input_done",
+            "commit",
+            "committed",
+            "before_blocked_or_final_response"
+        ]
+    );
     let receipt = env.receipt();
     assert_eq!(receipt["status"], "committed");
     assert_eq!(receipt["stop_condition"], "input_exhausted");

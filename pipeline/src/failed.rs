@@ -1,0 +1,186 @@
+//! What a run that did not commit leaves: `<staging>/failed/<run_id>/` with
+//! the run's `events.jsonl`, ending in the seed's
+//! `before_blocked_or_final_response` event (its `bug_or_blocker` is the
+//! error, its `status_code` the exit code), and a failure `receipt.json`:
+//! the status, the error, the phase it stopped in, what was left untouched
+//! and the seed's `timeout_diagnostics`, every path absolute.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::events::{Event, EventLog, FINAL_PHASE, stale_after};
+
+/// The folder of the staging directory that keeps failed and blocked runs.
+pub const FAILED_DIR: &str = "failed";
+
+/// How a run ended without committing.
+#[derive(Debug, Clone)]
+pub struct Ended<'a> {
+    /// The run's id.
+    pub run_id: &'a str,
+    /// The command line.
+    pub command: &'a str,
+    /// `failed` (exit 1), `blocked` (exit 2 or 3: nothing ran) or
+    /// `unfinished` (failed after its commit point).
+    pub status: &'a str,
+    /// The process's exit code.
+    pub exit_code: i32,
+    /// The phase or step the run was in.
+    pub phase: &'a str,
+    /// The error, with its causes.
+    pub error: &'a str,
+    /// What to do next.
+    pub next_step: &'a str,
+    /// When the run started.
+    pub started_at: chrono::DateTime<chrono::Utc>,
+    /// The heartbeat interval the run used.
+    pub heartbeat: Duration,
+    /// The counts so far.
+    pub counts: Value,
+    /// What the run left as it was (state, `LATEST`, committed runs).
+    pub left_untouched: Value,
+    /// The file the run was working on, when known (else the last event's).
+    pub artifact: Option<&'a Path>,
+}
+
+/// An error and its causes, `: `-separated.
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// What a run that ends without committing leaves as it was: the state
+/// file, the run `LATEST` names, the committed runs' folder.
+pub fn untouched(staging: &Path, note: &str) -> Value {
+    let latest = std::fs::read_to_string(staging.join(tomlite_staging::LATEST))
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty());
+    json!({
+        "state": absolute(&staging.join("state/records.parquet")).display().to_string(),
+        "latest": latest,
+        "runs": absolute(&staging.join("runs")).display().to_string(),
+        "note": note,
+    })
+}
+
+/// Writes `<staging>/failed/<run_id>/`: `events.jsonl` (the run's stream
+/// `log`, moved there unless `events_in_place`; a new one when the run had
+/// none) ending in a [`FINAL_PHASE`] event, and `receipt.json`. Returns
+/// the folder. The staging directory must exist: a usage error never
+/// creates one.
+pub fn record(
+    staging: &Path,
+    ended: &Ended<'_>,
+    log: Option<&mut EventLog>,
+    events_in_place: bool,
+) -> std::io::Result<PathBuf> {
+    if !staging.is_dir() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("staging directory {} does not exist", staging.display()),
+        ));
+    }
+    let failed = staging.join(FAILED_DIR);
+    match std::fs::symlink_metadata(&failed) {
+        Ok(m) if m.file_type().is_dir() => {}
+        Ok(_) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "{} is not a directory (a link or a file): tomlite does not write through it",
+                    failed.display()
+                ),
+            ));
+        }
+        Err(_) => match std::fs::create_dir(&failed) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        },
+    }
+    let dir = absolute(&failed.join(ended.run_id));
+    std::fs::create_dir(&dir)?;
+    let mut own;
+    let log = match log {
+        Some(log) => {
+            let moved = dir.join("events.jsonl");
+            if !events_in_place && log.path().is_file() {
+                std::fs::rename(log.path(), &moved)?;
+                log.reopen(&moved)?;
+            }
+            log
+        }
+        None => {
+            own = EventLog::open(&dir.join("events.jsonl"), ended.run_id, ended.command)?;
+            &mut own
+        }
+    };
+    log.set_heartbeat(ended.heartbeat);
+    let events = absolute(log.path());
+    let artifact = ended
+        .artifact
+        .map(absolute)
+        .or_else(|| log.last_artifact().map(Path::to_path_buf))
+        .map(|p| p.display().to_string());
+    let receipt_path = dir.join("receipt.json");
+    log.emit(Event {
+        phase: FINAL_PHASE,
+        current_artifact: Some(&dir),
+        counts: ended.counts.clone(),
+        paths: vec![
+            events.display().to_string(),
+            receipt_path.display().to_string(),
+        ],
+        status_code: Some(ended.exit_code),
+        bug_or_blocker: Some(ended.error.to_string()),
+        next_step: ended.next_step,
+        stop_condition: "the run ended without committing",
+    })?;
+    let (started_step, completed_step) = log.steps();
+    let finished_at = chrono::Utc::now();
+    let receipt = json!({
+        "run_id": ended.run_id,
+        "status": ended.status,
+        "exit_code": ended.exit_code,
+        "error": ended.error,
+        "bug_or_blocker": ended.error,
+        "phase": ended.phase,
+        "next_step": ended.next_step,
+        "command": ended.command,
+        "started_at": ended.started_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        "finished_at": finished_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        "duration_seconds": (finished_at - ended.started_at).num_milliseconds() as f64 / 1000.0,
+        "staging": absolute(staging).display().to_string(),
+        "events": events.display().to_string(),
+        "counts": ended.counts.clone(),
+        "left_untouched": ended.left_untouched.clone(),
+        "timeout_diagnostics": {
+            "heartbeat_interval_seconds": ended.heartbeat.as_secs_f64(),
+            "stale_after_seconds": stale_after(ended.heartbeat).as_secs_f64(),
+            "last_started_command": started_step,
+            "last_completed_command": completed_step,
+            "current_artifact_path": artifact,
+        },
+    });
+    let mut bytes = serde_json::to_vec_pretty(&receipt).expect("a receipt always serialises");
+    bytes.push(b'\n');
+    let mut f = tomlite_staging::files::create_fresh(&receipt_path)?;
+    f.write_all(&bytes)?;
+    f.sync_all()?;
+    tomlite_staging::sync_dir(&dir).map_err(std::io::Error::other)?;
+    Ok(dir)
+}
