@@ -122,7 +122,10 @@ impl Retry {
                     self.record(what, attempt + 1);
                     return Err(std::io::Error::new(
                         e.kind(),
-                        format!("{e} (after {attempt} retries)"),
+                        format!(
+                            "{e} (after {attempt} {})",
+                            if attempt == 1 { "retry" } else { "retries" }
+                        ),
                     ));
                 }
                 other => {

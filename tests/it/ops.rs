@@ -665,7 +665,7 @@ fn transient_io_retries_follow_the_seed_and_the_receipt_counts_attempts() {
     );
     assert_eq!(failed.code, 1, "{}", failed.stderr);
     assert!(
-        failed.stderr.contains("after 1 retries") && failed.stderr.contains("records.jsonl"),
+        failed.stderr.contains("after 1 retry") && failed.stderr.contains("records.jsonl"),
         "{}",
         failed.stderr
     );
@@ -1141,7 +1141,7 @@ fn merge_into_a_shard_staging_dir_is_refused_and_merges_go_on_night_after_night(
     // The merged runs' receipts are sealed like a run's.
     let verified = env.cmd("verify", &["--staging", "merged"]).ok();
     assert_eq!(
-        verified.stdout.matches("(7 files)").count(),
+        verified.stdout.matches("(8 files)").count(),
         2,
         "{}",
         verified.stdout

@@ -467,7 +467,7 @@ fn a_failed_run_keeps_its_events_and_a_failure_receipt() {
     let last = events.last().unwrap();
     let blocker = last["bug_or_blocker"].as_str().unwrap();
     assert!(
-        blocker.contains("after 2 retries") && blocker.contains("records.jsonl"),
+        blocker.contains("after 1 retry") && blocker.contains("records.jsonl"),
         "{blocker}"
     );
     assert_eq!(last["evidence"]["status_code"], 1);

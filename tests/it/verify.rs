@@ -30,6 +30,7 @@ fn verify_names_a_tampered_deleted_or_unlisted_file_of_a_sealed_run() {
     assert_eq!(
         names,
         [
+            ".tomlite-run",
             "abstained.parquet",
             "promoted_edges.parquet",
             "promoted_tags.parquet",
@@ -46,7 +47,7 @@ fn verify_names_a_tampered_deleted_or_unlisted_file_of_a_sealed_run() {
     }
     let run_dir = dir.to_str().unwrap().to_string();
     let ok = verify(&env, &[&run_dir]).ok();
-    assert!(ok.stdout.contains("(7 files)"), "{}", ok.stdout);
+    assert!(ok.stdout.contains("(8 files)"), "{}", ok.stdout);
     verify(&env, &["--staging", "staging"]).ok();
 
     // One byte changed, same size.
@@ -141,7 +142,7 @@ fn verify_staging_checks_the_state_list_of_runs_against_runs_and_latest() {
         .ok();
     let second = env.latest();
     let ok = verify(&env, &["--staging", "staging"]).ok();
-    assert_eq!(ok.stdout.matches("(7 files)").count(), 2, "{}", ok.stdout);
+    assert_eq!(ok.stdout.matches("(8 files)").count(), 2, "{}", ok.stdout);
 
     // A temporary directory (a run in progress) is left out, not a difference.
     std::fs::create_dir(env.staging().join("runs/.tmp-x")).unwrap();
