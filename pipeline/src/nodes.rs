@@ -1,6 +1,13 @@
 //! The node registry (`--nodes`, JSONL or Parquet): `id`, `kind`, `name`,
 //! `aliases`. Loaded once and checked; a registry that is ambiguous stops the
 //! run with a configuration error rather than let the job guess.
+//!
+//! Every name and alias is a pattern the classifier links in record text
+//! (see [`crate::mentions`]), so one that would match almost any text is
+//! refused ([`name_problem`]): fewer than two letters or digits (`I`, `a`,
+//! `.`), an invisible or control character (U+200B, a soft hyphen, a
+//! bidirectional control), or a common function word ([`STOP_WORDS`]:
+//! `the`, `and`, `it`, ...).
 
 use std::collections::{HashMap, HashSet};
 use std::io::BufReader;
@@ -61,6 +68,54 @@ pub enum NodesError {
     },
 }
 
+/// Function words no name or alias may be (compared case-insensitively):
+/// each occurs in most texts, so as a name it would link nearly every record.
+pub const STOP_WORDS: &[&str] = &[
+    "a", "an", "the", "and", "or", "but", "nor", "so", "yet", "if", "then", "than", "as", "at",
+    "by", "for", "from", "in", "into", "of", "off", "on", "onto", "out", "over", "to", "up",
+    "with", "about", "after", "before", "i", "me", "my", "mine", "myself", "you", "your", "yours",
+    "he", "him", "his", "she", "her", "hers", "it", "its", "we", "us", "our", "ours", "they",
+    "them", "their", "theirs", "this", "that", "these", "those", "is", "am", "are", "was", "were",
+    "be", "been", "do", "does", "did", "has", "have", "had", "not", "no", "yes", "all", "any",
+    "some", "what", "which", "who", "whom", "when", "where", "why", "how", "there", "here",
+];
+
+/// Whether a character is invisible or a control: C0/C1 controls, DEL,
+/// and the format characters that render as nothing (soft hyphen,
+/// zero-width spaces and joiners, bidirectional marks and controls, word
+/// joiner and invisible operators, the byte-order mark).
+fn invisible(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
+            | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{206F}' | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}'
+            | '\u{FFA0}' | '\u{1D173}'..='\u{1D17A}' | '\u{E0000}'..='\u{E0FFF}')
+}
+
+/// Why a name or alias cannot be a pattern to link, if it cannot.
+pub fn name_problem(name: &str) -> Option<String> {
+    let trimmed = name.trim();
+    if let Some(c) = trimmed.chars().find(|&c| invisible(c)) {
+        return Some(format!(
+            "{name:?} holds the invisible or control character U+{:04X}; names are matched in record text and must be visible",
+            c as u32
+        ));
+    }
+    if trimmed.chars().filter(|c| c.is_alphanumeric()).count() < 2 {
+        return Some(format!(
+            "{name:?} has fewer than two letters or digits: it would link nearly every record; use the full name"
+        ));
+    }
+    let lower = trimmed.to_lowercase();
+    if STOP_WORDS.contains(&lower.as_str()) {
+        return Some(format!(
+            "{name:?} is a common word (it would link nearly every record); use the full name"
+        ));
+    }
+    None
+}
+
 /// The loaded registry.
 #[derive(Debug, Default, Clone)]
 pub struct Registry {
@@ -106,12 +161,19 @@ impl Registry {
             let id = text("id")?;
             let kind = text("kind")?;
             let name = text("name")?;
+            if let Some(problem) = name_problem(&name) {
+                return Err(invalid("name", problem));
+            }
             let aliases = match m.get("aliases") {
                 None | Some(Value::Null) => Vec::new(),
                 Some(Value::Array(xs)) => xs
                     .iter()
-                    .map(|x| match x {
-                        Value::String(s) if !s.trim().is_empty() => Ok(s.clone()),
+                    .enumerate()
+                    .map(|(i, x)| match x {
+                        Value::String(s) if !s.trim().is_empty() => match name_problem(s) {
+                            None => Ok(s.clone()),
+                            Some(problem) => Err(invalid(&format!("aliases[{i}]"), problem)),
+                        },
                         other => Err(invalid(
                             "aliases",
                             format!("expected non-empty strings, found {}", json_type(other)),

@@ -12,7 +12,9 @@ mod fuzz_corpus;
 mod ingest;
 #[cfg(feature = "failpoints")]
 mod ops;
+mod outputs;
 mod policy;
+mod registry;
 mod sample;
 mod staging;
 mod verdict;
