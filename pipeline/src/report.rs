@@ -362,17 +362,27 @@ fn unsafe_char(c: char) -> bool {
 fn visible(s: &str, breaks_as_spaces: bool, markdown: bool) -> String {
     use std::fmt::Write as _;
     let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
+    let mut prev = ' ';
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
         if breaks_as_spaces && matches!(c, '\n' | '\r' | '\t' | '\u{2028}' | '\u{2029}') {
             out.push(' ');
         } else if unsafe_char(c) {
             let _ = write!(out, "\\u{{{:x}}}", c as u32);
         } else {
-            if markdown && matches!(c, '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '&') {
+            // An `_` inside a word (`key_value_block`) is no emphasis.
+            let intraword = c == '_'
+                && prev.is_alphanumeric()
+                && chars.peek().is_some_and(|n| n.is_alphanumeric());
+            if markdown
+                && !intraword
+                && matches!(c, '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '&')
+            {
                 out.push('\\');
             }
             out.push(c);
         }
+        prev = c;
     }
     out
 }
@@ -622,13 +632,14 @@ mod tests {
     // report.md passed terminal escapes and Markdown from record data through.
     #[test]
     fn markdown_values_are_inert_in_a_terminal_and_in_markdown() {
-        assert_eq!(md("a\u{1b}]52;c;eA==\u{7}b"), "a\\u{1b}]52;c;eA==\\u{7}b");
+        assert_eq!(md("a\u{1b}]52;c;eA==\u{7}b"), "a\\u{1b}\\]52;c;eA==\\u{7}b");
         assert_eq!(md("x\u{9b}2J\u{7f}"), "x\\u{9b}2J\\u{7f}");
         assert_eq!(md("r1\n## Forged"), "r1\\u{a}## Forged");
         assert_eq!(md("ada | 9 |"), "ada \\| 9 \\|");
         assert_eq!(md("a\\|b"), "a\\\\\\|b");
         assert_eq!(md("**x** `y` <b>"), "\\*\\*x\\*\\* \\`y\\` \\<b\\>");
         assert_eq!(md("abc\u{202e}def"), "abc\\u{202e}def");
+        assert_eq!(md("key_value_block _x_"), "key_value_block \\_x\\_");
         assert_eq!(md_line("  # Title\r\n- item"), "\\# Title  - item");
         assert_eq!(md_line("- a"), "\\- a");
         assert_eq!(md_line("12. b"), "12\\. b");

@@ -265,7 +265,7 @@ fn each_row_says_how_its_raw_annotation_was_read() {
     assert!(md.contains("## Raw annotations by parse class"), "{md}");
     assert!(md.contains("| LENIENT-RECOVERY | 2 |"), "{md}");
     assert!(
-        md.contains("| r-escape | ada | ESCAPE-RECOVERY | key\\_value\\_block | 1 | 0 | 0 |"),
+        md.contains("| r-escape | ada | ESCAPE-RECOVERY | key_value_block | 1 | 0 | 0 |"),
         "{md}"
     );
     assert!(md.contains("r-low#tag0"), "{md}");
