@@ -81,3 +81,51 @@ fn edges_of(env: &Env, record: &str) -> Vec<Map<String, Value>> {
     out.retain(|r| r["record_id"] == record);
     out
 }
+
+// A registry edge whose relation was under the classifier's abstain floor
+// was never proposed nor counted, so `more_than_two_edge_candidates` saw
+// fewer candidates than the seed intends ("quarantine ambiguous or weak
+// edge candidates").
+#[test]
+fn weak_registry_edges_are_proposed_and_quarantined_with_their_confidence() {
+    assert!(
+        repo()
+            .join("models/artifacts/all-MiniLM-L6-v2/model.safetensors")
+            .is_file(),
+        "the encoder is missing: run scripts/fetch-model (CI does) before the tests"
+    );
+    let env = Env::new();
+    let text = "Lena bought bread, Jonas fixed the bike and Sam painted the fence.";
+    env.jsonl(
+        "records.jsonl",
+        &[json!({"id": "w-1", "persona_id": "ada", "kind": "persona_memory",
+                 "source_path": "personas/ada/memory/w-1.md",
+                 "created_at": "2026-11-04T09:00:00Z", "text": text})],
+    );
+    env.run_with_sample_nodes().ok();
+    // The record carries no persona signal: no tag, abstained.
+    assert_eq!(env.receipt()["counts"]["abstained"], 1);
+    let edges = edges_of(&env, "w-1");
+    let mut targets: Vec<&str> = edges
+        .iter()
+        .map(|e| e["target_node"].as_str().unwrap())
+        .collect();
+    targets.sort();
+    assert_eq!(targets, ["person:jonas", "user:lena", "user:sam"], "{edges:#?}");
+    for e in &edges {
+        let conf = e["confidence"].as_f64().unwrap();
+        assert!(conf < 0.5, "a weak edge: {e:?}");
+        let r = reasons(e);
+        assert!(
+            r.contains(&"confidence_below_threshold".to_string())
+                && r.contains(&"more_than_two_edge_candidates".to_string()),
+            "{e:?}"
+        );
+        let detail = e["detail"].as_str().unwrap();
+        assert!(
+            detail.contains(&format!("edge confidence {conf} < 0.85")),
+            "{detail}"
+        );
+    }
+    assert_eq!(env.receipt()["counts"]["quarantined_edges"], 3);
+}
