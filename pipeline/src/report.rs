@@ -555,7 +555,7 @@ pub fn markdown(data: &Value) -> String {
         if !recovered.is_empty() {
             let _ = writeln!(
                 s,
-                "\nRecords whose annotation needed rescue (the first {}; every row says how it was read in its table's `parse_class` and `escape_shape`):\n\n\
+                "\nRecords whose annotation needed rescue ({} listed; every table row says how its record was read in `parse_class` and `escape_shape`):\n\n\
                  | record | persona | parse class | escape shape | promoted | quarantined | abstained |\n\
                  |---|---|---|---|---:|---:|---:|",
                 recovered.len().min(200)
