@@ -376,7 +376,10 @@ fn visible(s: &str, breaks_as_spaces: bool, markdown: bool) -> String {
                 && chars.peek().is_some_and(|n| n.is_alphanumeric());
             if markdown
                 && !intraword
-                && matches!(c, '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '&')
+                && matches!(
+                    c,
+                    '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '&'
+                )
             {
                 out.push('\\');
             }
@@ -658,7 +661,10 @@ mod tests {
         let card = &TEMPLATE[TEMPLATE.find("function relabelControl").unwrap()..];
         let card = &card[..card.find("\n}\n").unwrap()];
         assert!(card.contains(r#"list="node-list""#), "{card}");
-        assert!(!card.contains("nodes."), "the card iterates the registry: {card}");
+        assert!(
+            !card.contains("nodes."),
+            "the card iterates the registry: {card}"
+        );
         let suggest = &TEMPLATE[TEMPLATE.find("function suggestNodes").unwrap()..];
         assert!(suggest.contains("NODE_SUGGESTIONS"));
     }

@@ -145,13 +145,9 @@ fn hostile_ids_and_text_cannot_act_on_a_terminal_or_forge_report_md() {
     assert!(headings[0].starts_with("# tomlite run "));
     for h in &headings[1..] {
         assert!(
-            [
-                "## Quarantine by reason",
-                "## By persona",
-                "## Queue"
-            ]
-            .iter()
-            .any(|p| h.starts_with(p)),
+            ["## Quarantine by reason", "## By persona", "## Queue"]
+                .iter()
+                .any(|p| h.starts_with(p)),
             "{h}"
         );
     }
@@ -204,7 +200,12 @@ fn each_row_says_how_its_raw_annotation_was_read() {
     let env = Env::new();
     let text = "Keep answers short. I will run a marathon in May.";
     let ids = [
-        "r-strict", "r-lenient", "r-escape", "r-abstain", "r-anomaly", "r-low",
+        "r-strict",
+        "r-lenient",
+        "r-escape",
+        "r-abstain",
+        "r-anomaly",
+        "r-low",
     ];
     env.jsonl(
         "records.jsonl",
@@ -274,7 +275,10 @@ fn each_row_says_how_its_raw_annotation_was_read() {
             .any(|l| l.contains("r-low#tag0") && l.ends_with("read as LENIENT-RECOVERY")),
         "{md}"
     );
-    assert!(!md.contains("| r-strict |"), "a STRICT record needed no rescue:\n{md}");
+    assert!(
+        !md.contains("| r-strict |"),
+        "a STRICT record needed no rescue:\n{md}"
+    );
     let page = std::fs::read_to_string(env.latest().join("report.html")).unwrap();
     assert!(page.contains(r#""parse_class":"ANOMALY""#));
     assert!(page.contains(r#""escape_shape":"abstain_marker""#));

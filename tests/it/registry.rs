@@ -17,8 +17,18 @@ fn names_that_would_link_nearly_every_record_are_refused_naming_line_and_field()
     let env = Env::new();
     env.jsonl("records.jsonl", &[record("r1", "Keep answers short.")]);
     for (name, aliases, field, says) in [
-        ("Ida Berg", &["I"][..], "aliases[0]", "fewer than two letters"),
-        ("Ada Lind", &["Ada", "a"], "aliases[1]", "fewer than two letters"),
+        (
+            "Ida Berg",
+            &["I"][..],
+            "aliases[0]",
+            "fewer than two letters",
+        ),
+        (
+            "Ada Lind",
+            &["Ada", "a"],
+            "aliases[1]",
+            "fewer than two letters",
+        ),
         ("Theo Marsh", &["the"], "aliases[0]", "common word"),
         ("Theo Marsh", &["The"], "aliases[0]", "common word"),
         ("Dot Fenn", &["."], "aliases[0]", "fewer than two letters"),
@@ -98,9 +108,11 @@ fn weak_registry_edges_are_proposed_and_quarantined_with_their_confidence() {
     let text = "Lena bought bread, Jonas fixed the bike and Sam painted the fence.";
     env.jsonl(
         "records.jsonl",
-        &[json!({"id": "w-1", "persona_id": "ada", "kind": "persona_memory",
+        &[
+            json!({"id": "w-1", "persona_id": "ada", "kind": "persona_memory",
                  "source_path": "personas/ada/memory/w-1.md",
-                 "created_at": "2026-11-04T09:00:00Z", "text": text})],
+                 "created_at": "2026-11-04T09:00:00Z", "text": text}),
+        ],
     );
     env.run_with_sample_nodes().ok();
     // The record carries no persona signal: no tag, abstained.
@@ -111,7 +123,11 @@ fn weak_registry_edges_are_proposed_and_quarantined_with_their_confidence() {
         .map(|e| e["target_node"].as_str().unwrap())
         .collect();
     targets.sort();
-    assert_eq!(targets, ["person:jonas", "user:lena", "user:sam"], "{edges:#?}");
+    assert_eq!(
+        targets,
+        ["person:jonas", "user:lena", "user:sam"],
+        "{edges:#?}"
+    );
     for e in &edges {
         let conf = e["confidence"].as_f64().unwrap();
         assert!(conf < 0.5, "a weak edge: {e:?}");
