@@ -9,16 +9,13 @@
 //! bidirectional control), or a common function word ([`STOP_WORDS`]:
 //! `the`, `and`, `it`, ...).
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
 use crate::record::{json_type, read_line_capped};
-
-/// A registry line or row: its 1-based number and its fields.
-type Row = (u64, Map<String, Value>);
 
 /// One registry node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,100 +123,39 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// Loads and checks a registry file.
+    /// Loads and checks a registry file, one line or row at a time (no
+    /// row is kept once it is a node), in time linear in its size.
     pub fn load(path: &Path) -> Result<Self, NodesError> {
-        let rows = if path
+        let mut b = Builder {
+            path,
+            reg: Registry::default(),
+            alias_owner: HashMap::default(),
+            own: HashSet::default(),
+        };
+        if path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("parquet"))
         {
-            parquet_rows(path)?
-        } else {
-            jsonl_rows(path)?
-        };
-        let mut reg = Registry::default();
-        let mut alias_owner: HashMap<String, String> = HashMap::new();
-        for (line, m) in rows {
-            let invalid = |field: &str, message: String| NodesError::Invalid {
+            let (mut line, mut first_error) = (0u64, None);
+            crate::parquet_in::rows_each(path, &["id", "kind", "name", "aliases"], |m| {
+                line += 1;
+                if first_error.is_none()
+                    && let Err(e) = b.add(line, &m)
+                {
+                    first_error = Some(e);
+                }
+            })
+            .map_err(|e| NodesError::Ingest {
                 path: path.to_path_buf(),
-                line,
-                field: field.to_string(),
-                message,
-            };
-            let text = |field: &str| -> Result<String, NodesError> {
-                match m.get(field) {
-                    Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
-                    Some(Value::String(_)) => Err(invalid(field, "must not be empty".into())),
-                    None | Some(Value::Null) => {
-                        Err(invalid(field, "missing required field".into()))
-                    }
-                    Some(v) => Err(invalid(
-                        field,
-                        format!("expected a string, found {}", json_type(v)),
-                    )),
-                }
-            };
-            let id = text("id")?;
-            let kind = text("kind")?;
-            let name = text("name")?;
-            if let Some(problem) = name_problem(&name) {
-                return Err(invalid("name", problem));
+                source: Box::new(e),
+            })?;
+            if let Some(e) = first_error {
+                return Err(e);
             }
-            let aliases = match m.get("aliases") {
-                None | Some(Value::Null) => Vec::new(),
-                Some(Value::Array(xs)) => xs
-                    .iter()
-                    .enumerate()
-                    .map(|(i, x)| match x {
-                        Value::String(s) if !s.trim().is_empty() => match name_problem(s) {
-                            None => Ok(s.clone()),
-                            Some(problem) => Err(invalid(&format!("aliases[{i}]"), problem)),
-                        },
-                        other => Err(invalid(
-                            "aliases",
-                            format!("expected non-empty strings, found {}", json_type(other)),
-                        )),
-                    })
-                    .collect::<Result<_, _>>()?,
-                Some(v) => {
-                    return Err(invalid(
-                        "aliases",
-                        format!("expected a list, found {}", json_type(v)),
-                    ));
-                }
-            };
-            if id.starts_with("memory:") {
-                return Err(invalid(
-                    "id",
-                    format!("`{id}`: memory nodes come from the records, not the registry"),
-                ));
-            }
-            if !reg.ids.insert(id.clone()) {
-                return Err(invalid("id", format!("duplicate node id `{id}`")));
-            }
-            let mut names = vec![name.clone()];
-            names.extend(aliases.iter().cloned());
-            let mut own = HashSet::new();
-            for n in names {
-                let key = n.trim().to_lowercase();
-                if !own.insert(key.clone()) {
-                    continue;
-                }
-                if let Some(other) = alias_owner.insert(key, id.clone()) {
-                    return Err(invalid(
-                        "aliases",
-                        format!(
-                            "name or alias `{n}` of `{id}` is also a name or alias of `{other}`"
-                        ),
-                    ));
-                }
-            }
-            reg.nodes.push(Node {
-                id,
-                kind,
-                name,
-                aliases,
-            });
+        } else {
+            jsonl_each(path, |line, m| b.add(line, &m))?;
         }
+        let mut reg = b.reg;
         reg.sha256 = Some(crate::sha256_file(path).map_err(|source| NodesError::Io {
             path: path.to_path_buf(),
             source,
@@ -248,14 +184,108 @@ impl Registry {
     }
 }
 
-fn jsonl_rows(path: &Path) -> Result<Vec<Row>, NodesError> {
+/// The registry being loaded, with what its checks need.
+struct Builder<'a> {
+    path: &'a Path,
+    reg: Registry,
+    /// Lower-cased name or alias → the node that has it.
+    alias_owner: HashMap<String, String>,
+    /// The current node's own lower-cased names.
+    own: HashSet<String>,
+}
+
+impl Builder<'_> {
+    /// Checks one line or row and adds its node.
+    fn add(&mut self, line: u64, m: &Map<String, Value>) -> Result<(), NodesError> {
+        let invalid = |field: &str, message: String| NodesError::Invalid {
+            path: self.path.to_path_buf(),
+            line,
+            field: field.to_string(),
+            message,
+        };
+        let text = |field: &str| -> Result<String, NodesError> {
+            match m.get(field) {
+                Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
+                Some(Value::String(_)) => Err(invalid(field, "must not be empty".into())),
+                None | Some(Value::Null) => Err(invalid(field, "missing required field".into())),
+                Some(v) => Err(invalid(
+                    field,
+                    format!("expected a string, found {}", json_type(v)),
+                )),
+            }
+        };
+        let id = text("id")?;
+        let kind = text("kind")?;
+        let name = text("name")?;
+        if let Some(problem) = name_problem(&name) {
+            return Err(invalid("name", problem));
+        }
+        let aliases: Vec<String> = match m.get("aliases") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(xs)) => xs
+                .iter()
+                .enumerate()
+                .map(|(i, x)| match x {
+                    Value::String(s) if !s.trim().is_empty() => match name_problem(s) {
+                        None => Ok(s.clone()),
+                        Some(problem) => Err(invalid(&format!("aliases[{i}]"), problem)),
+                    },
+                    other => Err(invalid(
+                        "aliases",
+                        format!("expected non-empty strings, found {}", json_type(other)),
+                    )),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(v) => {
+                return Err(invalid(
+                    "aliases",
+                    format!("expected a list, found {}", json_type(v)),
+                ));
+            }
+        };
+        if id.starts_with("memory:") {
+            return Err(invalid(
+                "id",
+                format!("`{id}`: memory nodes come from the records, not the registry"),
+            ));
+        }
+        if !self.reg.ids.insert(id.clone()) {
+            return Err(invalid("id", format!("duplicate node id `{id}`")));
+        }
+        self.own.clear();
+        for n in std::iter::once(&name).chain(&aliases) {
+            let key = n.trim().to_lowercase();
+            if self.own.contains(&key) {
+                continue;
+            }
+            self.own.insert(key.clone());
+            if let Some(other) = self.alias_owner.insert(key, id.clone()) {
+                return Err(invalid(
+                    "aliases",
+                    format!("name or alias `{n}` of `{id}` is also a name or alias of `{other}`"),
+                ));
+            }
+        }
+        self.reg.nodes.push(Node {
+            id,
+            kind,
+            name,
+            aliases,
+        });
+        Ok(())
+    }
+}
+
+fn jsonl_each(
+    path: &Path,
+    mut each: impl FnMut(u64, Map<String, Value>) -> Result<(), NodesError>,
+) -> Result<(), NodesError> {
     let io = |source| NodesError::Io {
         path: path.to_path_buf(),
         source,
     };
     let mut r = BufReader::new(std::fs::File::open(path).map_err(io)?);
     let mut buf = Vec::new();
-    let mut out = Vec::new();
     let mut line = 0;
     while let Some(read) = read_line_capped(&mut r, &mut buf, 1 << 20).map_err(io)? {
         line += 1;
@@ -269,7 +299,7 @@ fn jsonl_rows(path: &Path) -> Result<Vec<Row>, NodesError> {
             message,
         };
         match serde_json::from_slice::<Value>(&buf) {
-            Ok(Value::Object(m)) => out.push((line, m)),
+            Ok(Value::Object(m)) => each(line, m)?,
             Ok(v) => {
                 return Err(invalid(format!(
                     "expected a JSON object, found {}",
@@ -279,20 +309,5 @@ fn jsonl_rows(path: &Path) -> Result<Vec<Row>, NodesError> {
             Err(e) => return Err(invalid(format!("malformed JSON: {e}"))),
         }
     }
-    Ok(out)
-}
-
-fn parquet_rows(path: &Path) -> Result<Vec<Row>, NodesError> {
-    // Reuse the record reader's cell conversion through a generic row reader.
-    crate::parquet_in::rows(path, &["id", "kind", "name", "aliases"])
-        .map_err(|e| NodesError::Ingest {
-            path: path.to_path_buf(),
-            source: Box::new(e),
-        })
-        .map(|rows| {
-            rows.into_iter()
-                .enumerate()
-                .map(|(i, m)| (i as u64 + 1, m))
-                .collect()
-        })
+    Ok(())
 }
