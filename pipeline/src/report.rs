@@ -300,7 +300,8 @@ pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
         },
         "histograms": histograms,
         "vocab": {"tom_kind": TOM_KINDS, "affect": AFFECTS, "intensity": INTENSITIES},
-        "nodes": input.registry.map(|reg| reg.nodes().iter().map(|n| json!({"id": n.id, "name": n.name})).collect::<Vec<_>>()).unwrap_or_default(),
+        // `[id, name]` per node: the page's relabel search runs over them.
+        "nodes": input.registry.map(|reg| reg.nodes().iter().map(|n| json!([n.id, n.name])).collect::<Vec<_>>()).unwrap_or_default(),
         "texts": texts,
         "queue": queue,
         "queue_total": queue_total,
