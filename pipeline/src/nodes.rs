@@ -153,7 +153,17 @@ impl Registry {
                 return Err(e);
             }
         } else {
-            jsonl_each(path, |line, m| b.add(line, &m))?;
+            jsonl_each(path, |line, bytes| {
+                // The common case, a well-formed node, is read straight into
+                // its fields; anything else goes through the generic reader
+                // for a message naming the field.
+                match serde_json::from_slice::<Line>(bytes) {
+                    Ok(l) if l.plain() => {
+                        b.push(line, l.id, l.kind, l.name, l.aliases.unwrap_or_default())
+                    }
+                    _ => b.add(line, &object(path, line, bytes)?),
+                }
+            })?;
         }
         let mut reg = b.reg;
         reg.sha256 = Some(crate::sha256_file(path).map_err(|source| NodesError::Io {
@@ -217,19 +227,12 @@ impl Builder<'_> {
         let id = text("id")?;
         let kind = text("kind")?;
         let name = text("name")?;
-        if let Some(problem) = name_problem(&name) {
-            return Err(invalid("name", problem));
-        }
         let aliases: Vec<String> = match m.get("aliases") {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(xs)) => xs
                 .iter()
-                .enumerate()
-                .map(|(i, x)| match x {
-                    Value::String(s) if !s.trim().is_empty() => match name_problem(s) {
-                        None => Ok(s.clone()),
-                        Some(problem) => Err(invalid(&format!("aliases[{i}]"), problem)),
-                    },
+                .map(|x| match x {
+                    Value::String(s) if !s.trim().is_empty() => Ok(s.clone()),
                     other => Err(invalid(
                         "aliases",
                         format!("expected non-empty strings, found {}", json_type(other)),
@@ -243,6 +246,32 @@ impl Builder<'_> {
                 ));
             }
         };
+        self.push(line, id, kind, name, aliases)
+    }
+
+    /// Checks a node whose fields are non-empty strings, and adds it.
+    fn push(
+        &mut self,
+        line: u64,
+        id: String,
+        kind: String,
+        name: String,
+        aliases: Vec<String>,
+    ) -> Result<(), NodesError> {
+        let invalid = |field: &str, message: String| NodesError::Invalid {
+            path: self.path.to_path_buf(),
+            line,
+            field: field.to_string(),
+            message,
+        };
+        if let Some(problem) = name_problem(&name) {
+            return Err(invalid("name", problem));
+        }
+        for (i, a) in aliases.iter().enumerate() {
+            if let Some(problem) = name_problem(a) {
+                return Err(invalid(&format!("aliases[{i}]"), problem));
+            }
+        }
         if id.starts_with("memory:") {
             return Err(invalid(
                 "id",
@@ -278,7 +307,7 @@ impl Builder<'_> {
 
 fn jsonl_each(
     path: &Path,
-    mut each: impl FnMut(u64, Map<String, Value>) -> Result<(), NodesError>,
+    mut each: impl FnMut(u64, &[u8]) -> Result<(), NodesError>,
 ) -> Result<(), NodesError> {
     let io = |source| NodesError::Io {
         path: path.to_path_buf(),
@@ -292,22 +321,43 @@ fn jsonl_each(
         if !read.over && buf.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let invalid = |message: String| NodesError::Invalid {
-            path: path.to_path_buf(),
-            line,
-            field: "(line)".into(),
-            message,
-        };
-        match serde_json::from_slice::<Value>(&buf) {
-            Ok(Value::Object(m)) => each(line, m)?,
-            Ok(v) => {
-                return Err(invalid(format!(
-                    "expected a JSON object, found {}",
-                    json_type(&v)
-                )));
-            }
-            Err(e) => return Err(invalid(format!("malformed JSON: {e}"))),
-        }
+        each(line, &buf)?;
     }
     Ok(())
+}
+
+/// A registry line as a JSON object, or the error naming the line.
+fn object(path: &Path, line: u64, bytes: &[u8]) -> Result<Map<String, Value>, NodesError> {
+    let invalid = |message: String| NodesError::Invalid {
+        path: path.to_path_buf(),
+        line,
+        field: "(line)".into(),
+        message,
+    };
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(v) => Err(invalid(format!(
+            "expected a JSON object, found {}",
+            json_type(&v)
+        ))),
+        Err(e) => Err(invalid(format!("malformed JSON: {e}"))),
+    }
+}
+
+/// A well-formed registry line, read without the generic JSON tree.
+#[derive(serde::Deserialize)]
+struct Line {
+    id: String,
+    kind: String,
+    name: String,
+    #[serde(default)]
+    aliases: Option<Vec<String>>,
+}
+
+impl Line {
+    /// Every field a non-empty string: nothing for the generic reader to report.
+    fn plain(&self) -> bool {
+        let ok = |s: &String| !s.trim().is_empty();
+        ok(&self.id) && ok(&self.kind) && ok(&self.name) && self.aliases.iter().flatten().all(ok)
+    }
 }
