@@ -79,6 +79,7 @@ fn validate_and_decide(c: &mut Criterion) {
                     Err(error) => Annotated::Unparseable {
                         raw: line.to_string(),
                         error,
+                        read_as: None,
                     },
                 };
                 let decision = decide(record, &annotated, &policy, &nodes);

@@ -21,7 +21,7 @@ use crate::record::{
     HashingRead, Record, Reject, Stamp, Tally, json_type, read_line_capped, sniff_record_id,
     truncate,
 };
-use crate::verdict::{EscapeShape, ParseClass};
+use crate::verdict::{EscapeShape, ParseClass, ReadAs};
 
 /// A label with its confidence (a record's affect or intensity).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -114,6 +114,9 @@ pub struct Annotation {
     /// The record's embedding, int8-quantised, when the annotator made one
     /// (kept in the state for memory links).
     pub embedding: Option<Vec<i8>>,
+    /// How the verdict parser read the raw output (`--raw-annotations`);
+    /// `None` for the local classifier and an annotations file.
+    pub read_as: Option<ReadAs>,
 }
 
 /// What an annotator said about one record.
@@ -129,7 +132,22 @@ pub enum Annotated {
         raw: String,
         /// Why it could not be read.
         error: String,
+        /// How the verdict parser read it (`ANOMALY`, or the class of an
+        /// annotation that names another record); `None` when the parser
+        /// never saw it.
+        read_as: Option<ReadAs>,
     },
+}
+
+impl Annotated {
+    /// How the verdict parser read the record's raw output, if it did.
+    pub fn read_as(&self) -> Option<ReadAs> {
+        match self {
+            Annotated::Missing => None,
+            Annotated::Parsed(a) => a.read_as,
+            Annotated::Unparseable { read_as, .. } => *read_as,
+        }
+    }
 }
 
 /// An annotator's identity, for receipts and the state.
@@ -419,15 +437,18 @@ pub fn parse_line(line: &str) -> Annotated {
             Err(error) => Annotated::Unparseable {
                 raw: line.to_string(),
                 error,
+                read_as: None,
             },
         },
         Ok(other) => Annotated::Unparseable {
             raw: line.to_string(),
             error: format!("expected a JSON object, found {}", json_type(&other)),
+            read_as: None,
         },
         Err(e) => Annotated::Unparseable {
             raw: line.to_string(),
             error: format!("malformed JSON: {e}"),
+            read_as: None,
         },
     }
 }
@@ -808,6 +829,7 @@ impl FileAnnotator {
             Annotated::Unparseable {
                 raw: raw.to_string(),
                 error,
+                read_as: None,
             }
         };
         if l.over {
@@ -856,6 +878,7 @@ impl FileAnnotator {
             }
         };
         let verdict = crate::verdict::parse(raw);
+        let read_as = verdict.read_as();
         *stats.classes.entry(verdict.class.as_str()).or_default() += 1;
         if let Some(shape) = verdict.shape {
             *stats.shapes.entry(shape.as_str()).or_default() += 1;
@@ -864,6 +887,7 @@ impl FileAnnotator {
             return Annotated::Unparseable {
                 raw: raw.clone(),
                 error: format!("{at}: ANOMALY: {}", verdict.error.unwrap_or_default()),
+                read_as: Some(read_as),
             };
         };
         if let Some(Value::String(id)) = verdict.object.as_ref().and_then(|o| o.get("record_id"))
@@ -876,11 +900,13 @@ impl FileAnnotator {
                     "{at}: field `record_id`: the {} annotation names record `{id}`",
                     verdict.class.as_str()
                 ),
+                read_as: Some(read_as),
             };
         }
         if a.annotator.is_none() {
             a.annotator = annotator;
         }
+        a.read_as = Some(read_as);
         stats.quotes_anchored += crate::verdict::anchor_quotes(&mut a, &record.text) as u64;
         Annotated::Parsed(a)
     }

@@ -250,6 +250,9 @@ impl Classifier {
         h.update(heads_sha.as_bytes());
         h.update(abstain_below.to_le_bytes());
         h.update(SECOND_KIND_MIN.to_le_bytes());
+        // Edge proposal rules: every linked mention is proposed (weak ones
+        // quarantine), so annotations from the earlier rule are redone.
+        h.update(b"edges: every linked mention");
         // f32 keeps the identity it had before precision was selectable.
         let id_prefix = match precision {
             Precision::F32 => "minilm-l6",
@@ -643,6 +646,7 @@ impl Classifier {
                 None
             },
             embedding: Some(quantize(&s.embedding)),
+            read_as: None,
         }
     }
 
@@ -699,11 +703,12 @@ impl Classifier {
                 problems: Vec::new(),
             }
         };
-        // Registry edges whose relation is under the abstain floor, and
-        // memory edges under it, are not proposed, as weak tags are not: a
-        // weak guess is no work for the curator. Unknown people are,
-        // whatever the kind: the curator adds the node.
-        let floor = self.abstain_below;
+        // Every linked mention is proposed, however weak its relation: the
+        // policy quarantines a weak one (`confidence_below_threshold`, its
+        // confidence kept for the curator's queue) and counts it towards
+        // `max_edges_per_record`. So are unknown people whose P(person)
+        // reaches `person_min` (the curator adds the node), and a memory
+        // link whose cosine reaches `memory_min_cosine`.
         if let Some(linker) = &self.linker {
             for m in &s.linked {
                 let k = sentence_of(m.start);
@@ -713,11 +718,8 @@ impl Classifier {
                 } else {
                     cal.link_other_case
                 };
-                // Proposed when the relation is likely enough; a doubtful
-                // link (another case) then shows in its low confidence.
-                if cal.relation(p_kind) < floor {
-                    continue;
-                }
+                // A doubtful link (another case) or relation shows in its
+                // low confidence.
                 let node = &linker.nodes()[m.node].id;
                 push(
                     node.clone(),
@@ -756,7 +758,6 @@ impl Classifier {
                             .is_some_and(|t| t.get(id).is_none_or(|c| *c >= record.created_at))
                 })
             && f64::from(cos) >= cal.memory_min_cosine
-            && cal.memory(f64::from(cos), conf) >= floor
         {
             let (qs, qe) = s.quotes[k];
             push(

@@ -238,7 +238,7 @@ pub fn decide(
 ) -> Decision {
     match annotated {
         Annotated::Missing => Decision::Missing,
-        Annotated::Unparseable { raw, error } => Decision::Unparseable {
+        Annotated::Unparseable { raw, error, .. } => Decision::Unparseable {
             raw: raw.clone(),
             error: error.clone(),
         },

@@ -1,6 +1,63 @@
 //! The `tomlite` command line: parses flags, resolves them into the
 //! library's plain config structs, runs, prints a one-screen summary and
 //! exits with an explicit [`ExitStatus`].
+//!
+//! Standard output goes through [`stdout`]: this file's `println!` and
+//! `print!` are the macros below, not the standard ones, so a reader that
+//! has gone away (`tomlite curate status | head -1`) ends the output
+//! quietly instead of a panic.
+
+/// Writes to standard output with `write!`; see [`stdout::write`].
+macro_rules! print {
+    ($($arg:tt)*) => {
+        $crate::stdout::write(format_args!($($arg)*))
+    };
+}
+
+/// Writes a line to standard output with `writeln!`; see [`stdout::write`].
+macro_rules! println {
+    () => {
+        $crate::stdout::write(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::stdout::write(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// Standard output that a closed pipe cannot crash.
+mod stdout {
+    use std::io::Write as _;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// The reader is gone: nothing more is written.
+    static CLOSED: AtomicBool = AtomicBool::new(false);
+    /// The first write error other than a closed pipe.
+    static FAILED: Mutex<Option<String>> = Mutex::new(None);
+
+    /// Writes and flushes. A broken pipe (the reader exited: `| head -1`,
+    /// `| true`) drops this and every later write, and the command still
+    /// ends with the exit status of its work, which is done by then. Any
+    /// other error is kept for [`failure`] and also stops the output.
+    pub fn write(args: std::fmt::Arguments<'_>) {
+        if CLOSED.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        if let Err(e) = out.write_fmt(args).and_then(|()| out.flush()) {
+            CLOSED.store(true, Ordering::Relaxed);
+            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                let mut failed = FAILED.lock().unwrap_or_else(|p| p.into_inner());
+                failed.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+
+    /// A write error other than a broken pipe, if one happened.
+    pub fn failure() -> Option<String> {
+        FAILED.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -442,7 +499,13 @@ fn main() -> ExitCode {
         }
     };
     match result {
-        Ok(()) => ExitStatus::Success.into(),
+        Ok(()) => match stdout::failure() {
+            None => ExitStatus::Success.into(),
+            Some(e) => {
+                eprintln!("tomlite: error: cannot write to standard output: {e}");
+                ExitStatus::Failed.into()
+            }
+        },
         Err(f) => {
             eprintln!("tomlite: error: {:#}", f.error);
             f.status.into()

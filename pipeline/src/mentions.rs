@@ -4,7 +4,8 @@
 //!
 //! Linking rules ([`Linker::link`]):
 //! - one Aho-Corasick automaton over every name and alias of the registry,
-//!   built once per run and run over every record of the batch;
+//!   built once per run (in time linear in the registry) and run over every
+//!   record of the batch;
 //! - case-insensitive (Unicode lower-casing wherever it keeps a character's
 //!   byte length, so offsets into the folded text are offsets into the
 //!   text), with whether the case matched kept for the link's confidence;
@@ -29,6 +30,7 @@
 //! and `O'Brien` still count), and anything that overlaps a linked mention.
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use foldhash::{HashSet, HashSetExt};
 
 use crate::nodes::{Node, Registry};
 
@@ -92,10 +94,14 @@ impl Linker {
     pub fn new(registry: &Registry) -> Self {
         let nodes = registry.nodes().to_vec();
         let mut patterns = Vec::new();
+        // A node's own names, to skip one it lists twice: linear in the
+        // registry (no pattern is compared with another node's).
+        let mut own: HashSet<&str> = HashSet::new();
         for (i, n) in nodes.iter().enumerate() {
+            own.clear();
             for name in std::iter::once(&n.name).chain(&n.aliases) {
                 let name = name.trim();
-                if !name.is_empty() && !patterns.iter().any(|(j, p)| *j == i && p == name) {
+                if !name.is_empty() && own.insert(name) {
                     patterns.push((i, name.to_string()));
                 }
             }

@@ -23,6 +23,9 @@ const TEMPLATE: &str = include_str!("report/report.html");
 pub const MAX_QUEUE_ITEMS: usize = 25_000;
 /// Abstained and rejected rows the page lists at most.
 pub const MAX_LISTED: usize = 5_000;
+/// Records read by a verdict parser's recovery (not `STRICT`) the report
+/// lists at most; the counts cover every row.
+pub const MAX_RECOVERED: usize = 1_000;
 
 /// Errors of building the report.
 #[derive(Debug, thiserror::Error)]
@@ -99,11 +102,48 @@ fn each(
     })
 }
 
+/// Records whose raw annotator output needed rescue (`--raw-annotations`
+/// read as anything but `STRICT`): the first [`MAX_RECOVERED`] records,
+/// each once, with how many of their items each outcome holds.
+#[derive(Default)]
+struct Recovered {
+    records: Vec<Value>,
+    index: std::collections::HashMap<String, usize>,
+}
+
+impl Recovered {
+    fn add(&mut self, row: &Map<String, Value>, outcome: &str) {
+        let Some(class) = st(row, "parse_class") else {
+            return;
+        };
+        let shape = st(row, "escape_shape");
+        if class == crate::verdict::ParseClass::Strict.as_str() {
+            return;
+        }
+        let id = st(row, "record_id").unwrap_or("");
+        let at = match self.index.get(id) {
+            Some(&i) => i,
+            None if self.records.len() < MAX_RECOVERED => {
+                self.records.push(json!({
+                    "record_id": id, "persona_id": row.get("persona_id"), "parse_class": class,
+                    "escape_shape": shape, "promoted": 0, "quarantined": 0, "abstained": 0,
+                }));
+                self.index.insert(id.to_string(), self.records.len() - 1);
+                self.records.len() - 1
+            }
+            None => return,
+        };
+        let r = &mut self.records[at][outcome];
+        *r = json!(r.as_u64().unwrap_or(0) + 1);
+    }
+}
+
 /// The page's data (see the template for how it is drawn). Tables are
 /// streamed: the queue keeps its first [`MAX_QUEUE_ITEMS`] items, the
 /// counts, histograms and personas cover every row.
 pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
     let dir = input.dir;
+    let mut recovered = Recovered::default();
     let mut hist: BTreeMap<&str, [Vec<f64>; 2]> = BTreeMap::new();
     let mut personas: BTreeMap<String, [u64; 3]> = BTreeMap::new();
     let mut push = |head: &'static str, which: usize, v: Option<f64>| {
@@ -119,8 +159,12 @@ pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
             "tom_kind_confidence",
             "affect_confidence",
             "intensity_confidence",
+            "record_id",
+            "parse_class",
+            "escape_shape",
         ],
         |r| {
+            recovered.add(&r, "promoted");
             push("tom_kind", 0, f(&r, "tom_kind_confidence"));
             push("affect", 0, f(&r, "affect_confidence"));
             push("intensity", 0, f(&r, "intensity_confidence"));
@@ -129,12 +173,24 @@ pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
                 .or_default()[0] += 1;
         },
     )?;
-    each(dir, "promoted_edges", &["persona_id", "confidence"], |r| {
-        push("edge", 0, f(&r, "confidence"));
-        personas
-            .entry(st(&r, "persona_id").unwrap_or("").to_string())
-            .or_default()[0] += 1;
-    })?;
+    each(
+        dir,
+        "promoted_edges",
+        &[
+            "persona_id",
+            "confidence",
+            "record_id",
+            "parse_class",
+            "escape_shape",
+        ],
+        |r| {
+            recovered.add(&r, "promoted");
+            push("edge", 0, f(&r, "confidence"));
+            personas
+                .entry(st(&r, "persona_id").unwrap_or("").to_string())
+                .or_default()[0] += 1;
+        },
+    )?;
     let mut texts: Vec<String> = Vec::new();
     let mut text_ix: BTreeMap<String, usize> = BTreeMap::new();
     let mut queue = Vec::new();
@@ -142,6 +198,7 @@ pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
     let all: Vec<&str> = tables::QUARANTINE.iter().map(|c| c.0).collect();
     each(dir, "quarantine", &all, |q| {
         queue_total += 1;
+        recovered.add(&q, "quarantined");
         personas
             .entry(st(&q, "persona_id").unwrap_or("").to_string())
             .or_default()[1] += 1;
@@ -183,6 +240,7 @@ pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
             "reasons": q.get("reasons"), "detail": q.get("detail"),
             "quote": quote, "q16_start": span.map(|s| s.0), "q16_end": span.map(|s| s.1),
             "text": ix, "raw_annotation": q.get("raw_annotation"),
+            "parse_class": q.get("parse_class"), "escape_shape": q.get("escape_shape"),
         }));
     })?;
     let mut abstained = Vec::new();
@@ -190,6 +248,7 @@ pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
     let cols: Vec<&str> = tables::ABSTAINED.iter().map(|c| c.0).collect();
     each(dir, "abstained", &cols, |a| {
         abstained_total += 1;
+        recovered.add(&a, "abstained");
         personas
             .entry(st(&a, "persona_id").unwrap_or("").to_string())
             .or_default()[2] += 1;
@@ -241,7 +300,8 @@ pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
         },
         "histograms": histograms,
         "vocab": {"tom_kind": TOM_KINDS, "affect": AFFECTS, "intensity": INTENSITIES},
-        "nodes": input.registry.map(|reg| reg.nodes().iter().map(|n| json!({"id": n.id, "name": n.name})).collect::<Vec<_>>()).unwrap_or_default(),
+        // `[id, name]` per node: the page's relabel search runs over them.
+        "nodes": input.registry.map(|reg| reg.nodes().iter().map(|n| json!([n.id, n.name])).collect::<Vec<_>>()).unwrap_or_default(),
         "texts": texts,
         "queue": queue,
         "queue_total": queue_total,
@@ -251,6 +311,9 @@ pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
         "rejects_total": rejects_total,
         "failed": r["failed"],
         "poison": r["poison"],
+        "parse_classes": r["annotator"]["stats"]["raw_annotations"]["parse_classes"],
+        "escape_shapes": r["annotator"]["stats"]["raw_annotations"]["escape_shapes"],
+        "recovered": recovered.records,
     }))
 }
 
@@ -281,6 +344,88 @@ fn n(v: &Value) -> i64 {
     v.as_i64().unwrap_or(0)
 }
 
+/// Whether a character must not reach a terminal as itself: every control
+/// character (C0 with ESC and the line breaks, DEL, C1 with the 8-bit CSI
+/// and OSC), the line and paragraph separators, and the bidirectional
+/// marks and overrides that make a line read other than it is.
+fn unsafe_char(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Record-derived text made inert: each [`unsafe_char`] is written as a
+/// visible `\u{..}` escape, so `cat report.md` cannot clear the screen, set
+/// the window title or write the clipboard, and no value starts a line.
+/// With `breaks_as_spaces`, line breaks and tabs become spaces instead.
+/// With `markdown`, each character that Markdown reads as markup
+/// (emphasis, code, links, HTML, a table's `|`, the backslash itself) is
+/// escaped with a backslash.
+fn visible(s: &str, breaks_as_spaces: bool, markdown: bool) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(s.len());
+    let mut prev = ' ';
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if breaks_as_spaces && matches!(c, '\n' | '\r' | '\t' | '\u{2028}' | '\u{2029}') {
+            out.push(' ');
+        } else if unsafe_char(c) {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        } else {
+            // An `_` inside a word (`key_value_block`) is no emphasis.
+            let intraword = c == '_'
+                && prev.is_alphanumeric()
+                && chars.peek().is_some_and(|n| n.is_alphanumeric());
+            if markdown
+                && !intraword
+                && matches!(
+                    c,
+                    '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '&'
+                )
+            {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        prev = c;
+    }
+    out
+}
+
+/// Record-derived text in running Markdown or a table cell.
+fn md(s: &str) -> String {
+    visible(s, false, true)
+}
+
+/// Record-derived text as a whole line's content (after `> `): line breaks
+/// as spaces, leading blanks dropped, markup escaped, and a construct that
+/// only counts at the start of a line (`#` heading, `-`/`+` list, `=`
+/// underline, `1.` numbered list) escaped.
+fn md_line(s: &str) -> String {
+    let mut out = visible(s.trim_start(), true, true);
+    let digits = out.chars().take_while(char::is_ascii_digit).count();
+    if out.starts_with(['#', '-', '+', '=', '~']) {
+        out.insert(0, '\\');
+    } else if digits > 0 && out[digits..].starts_with(['.', ')']) {
+        out.insert(digits, '\\');
+    }
+    out
+}
+
+/// Record-derived text as a code span: [`visible`], fenced with one more
+/// backtick than the longest run of backticks inside it.
+fn code(s: &str) -> String {
+    let v = visible(s, false, false);
+    let mut longest = 0;
+    let mut run = 0;
+    for c in v.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat(longest + 1);
+    let pad = if longest > 0 { " " } else { "" };
+    format!("{fence}{pad}{v}{pad}{fence}")
+}
+
 /// The same run at a glance in Markdown.
 pub fn markdown(data: &Value) -> String {
     use std::fmt::Write as _;
@@ -290,14 +435,19 @@ pub fn markdown(data: &Value) -> String {
     let _ = writeln!(
         s,
         "# tomlite run {}\n",
-        run["run_id"].as_str().unwrap_or("")
+        md(run["run_id"].as_str().unwrap_or(""))
     );
+    let policy: String = run["policy_sha256"]
+        .as_str()
+        .unwrap_or("")
+        .chars()
+        .take(12)
+        .collect();
     let _ = writeln!(
         s,
-        "Annotator `{}`, policy `{}`, {:.1} s.\n",
-        run["annotator"].as_str().unwrap_or(""),
-        &run["policy_sha256"].as_str().unwrap_or("")
-            [..12.min(run["policy_sha256"].as_str().unwrap_or("").len())],
+        "Annotator {}, policy {}, {:.1} s.\n",
+        code(run["annotator"].as_str().unwrap_or("")),
+        code(&policy),
         run["duration_seconds"].as_f64().unwrap_or(0.0)
     );
     let prev = &data["previous"];
@@ -329,7 +479,7 @@ pub fn markdown(data: &Value) -> String {
         "\n## Quarantine by reason\n\n| reason | items |\n|---|---:|"
     );
     for (r, v) in data["reasons"].as_object().into_iter().flatten() {
-        let _ = writeln!(s, "| {r} | {} |", n(v));
+        let _ = writeln!(s, "| {} | {} |", md(r), n(v));
     }
     let _ = writeln!(
         s,
@@ -339,7 +489,7 @@ pub fn markdown(data: &Value) -> String {
         let _ = writeln!(
             s,
             "| {} | {} | {} | {} |",
-            p["persona_id"].as_str().unwrap_or(""),
+            md(p["persona_id"].as_str().unwrap_or("")),
             n(&p["promoted"]),
             n(&p["quarantined"]),
             n(&p["abstained"])
@@ -353,27 +503,33 @@ pub fn markdown(data: &Value) -> String {
         "\n## Queue ({total} items; the first 200 below, all of them in report.html)\n"
     );
     for q in queue.iter().take(200) {
-        let label = q["label"].as_str().unwrap_or("–");
+        let label = code(q["label"].as_str().unwrap_or("–"));
         let conf = q["confidence"]
             .as_f64()
             .map_or("–".to_string(), |c| format!("{c:.2}"));
-        let reasons: Vec<&str> = q["reasons"]
+        let reasons: Vec<String> = q["reasons"]
             .as_array()
             .into_iter()
             .flatten()
             .filter_map(Value::as_str)
+            .map(md)
             .collect();
         let target = match (q["target_node"].as_str(), q["target_mention"].as_str()) {
-            (Some(t), Some(m)) => format!(" → `{t}` (\"{m}\")"),
-            (Some(t), None) => format!(" → `{t}`"),
-            (None, Some(m)) => format!(" → unknown \"{m}\""),
+            (Some(t), Some(m)) => format!(" → {} (\"{}\")", code(t), md(m)),
+            (Some(t), None) => format!(" → {}", code(t)),
+            (None, Some(m)) => format!(" → unknown \"{}\"", md(m)),
             (None, None) => String::new(),
+        };
+        let read_as = match (q["parse_class"].as_str(), q["escape_shape"].as_str()) {
+            (Some(c), Some(sh)) => format!(" · read as {} ({})", md(c), md(sh)),
+            (Some(c), None) => format!(" · read as {}", md(c)),
+            _ => String::new(),
         };
         let _ = writeln!(
             s,
-            "- **{}** {} `{label}` {conf}{target} — {}",
-            q["item_id"].as_str().unwrap_or(""),
-            q["item_type"].as_str().unwrap_or(""),
+            "- **{}** {} {label} {conf}{target} — {}{read_as}",
+            md(q["item_id"].as_str().unwrap_or("")),
+            md(q["item_type"].as_str().unwrap_or("")),
             reasons.join(", ")
         );
         let quote = q["quote"].as_str().unwrap_or("");
@@ -382,10 +538,45 @@ pub fn markdown(data: &Value) -> String {
             .and_then(Value::as_str)
             .unwrap_or("");
         if !quote.is_empty() {
-            let _ = writeln!(s, "  > {}", quote.replace('\n', " "));
+            let _ = writeln!(s, "  > {}", md_line(quote));
         } else {
             let short: String = text.chars().take(160).collect();
-            let _ = writeln!(s, "  > {}", short.replace('\n', " "));
+            let _ = writeln!(s, "  > {}", md_line(&short));
+        }
+    }
+    if let Some(classes) = data["parse_classes"].as_object() {
+        let _ = writeln!(
+            s,
+            "\n## Raw annotations by parse class\n\n| parse class | lines |\n|---|---:|"
+        );
+        for (k, v) in classes {
+            let _ = writeln!(s, "| {} | {} |", md(k), n(v));
+        }
+        for (k, v) in data["escape_shapes"].as_object().into_iter().flatten() {
+            let _ = writeln!(s, "| ESCAPE-RECOVERY: {} | {} |", md(k), n(v));
+        }
+        let recovered = data["recovered"].as_array().map_or(&[][..], Vec::as_slice);
+        if !recovered.is_empty() {
+            let _ = writeln!(
+                s,
+                "\nRecords whose annotation needed rescue ({} listed; every table row says how its record was read in `parse_class` and `escape_shape`):\n\n\
+                 | record | persona | parse class | escape shape | promoted | quarantined | abstained |\n\
+                 |---|---|---|---|---:|---:|---:|",
+                recovered.len().min(200)
+            );
+            for r in recovered.iter().take(200) {
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {} | {} | {} | {} | {} |",
+                    md(r["record_id"].as_str().unwrap_or("")),
+                    md(r["persona_id"].as_str().unwrap_or("")),
+                    md(r["parse_class"].as_str().unwrap_or("")),
+                    md(r["escape_shape"].as_str().unwrap_or("–")),
+                    n(&r["promoted"]),
+                    n(&r["quarantined"]),
+                    n(&r["abstained"])
+                );
+            }
         }
     }
     let _ = writeln!(
@@ -401,24 +592,24 @@ pub fn markdown(data: &Value) -> String {
         for p in poison {
             let _ = writeln!(
                 s,
-                "- `{}` ({}:{}): poison, annotation failed in {} runs of this content (last: run {}); skipped until the record or the annotator changes",
-                p["record_id"].as_str().unwrap_or(""),
-                p["source"].as_str().unwrap_or(""),
+                "- {} ({}:{}): poison, annotation failed in {} runs of this content (last: run {}); skipped until the record or the annotator changes",
+                code(p["record_id"].as_str().unwrap_or("")),
+                md(p["source"].as_str().unwrap_or("")),
                 p["line"],
                 p["failures"],
-                p["last_failed_run"].as_str().unwrap_or("")
+                md(p["last_failed_run"].as_str().unwrap_or(""))
             );
         }
         for f in failed {
             let _ = writeln!(
                 s,
-                "- `{}` ({}:{}): failed (run {} of {}): {}",
-                f["record_id"].as_str().unwrap_or(""),
-                f["source"].as_str().unwrap_or(""),
+                "- {} ({}:{}): failed (run {} of {}): {}",
+                code(f["record_id"].as_str().unwrap_or("")),
+                md(f["source"].as_str().unwrap_or("")),
                 f["line"],
                 f["failures"],
                 crate::run::POISON_AFTER,
-                f["error"].as_str().unwrap_or("")
+                md(f["error"].as_str().unwrap_or(""))
             );
         }
     }
@@ -440,6 +631,43 @@ mod tests {
         let back: Value = serde_json::from_str(&page[from..to]).unwrap();
         assert_eq!(back["texts"][0], text);
         assert!(!page[from..to].contains('<'));
+    }
+
+    // report.md passed terminal escapes and Markdown from record data through.
+    #[test]
+    fn markdown_values_are_inert_in_a_terminal_and_in_markdown() {
+        assert_eq!(md("a\u{1b}]52;c;eA==\u{7}b"), "a\\u{1b}\\]52;c;eA==\\u{7}b");
+        assert_eq!(md("x\u{9b}2J\u{7f}"), "x\\u{9b}2J\\u{7f}");
+        assert_eq!(md("r1\n## Forged"), "r1\\u{a}## Forged");
+        assert_eq!(md("ada | 9 |"), "ada \\| 9 \\|");
+        assert_eq!(md("a\\|b"), "a\\\\\\|b");
+        assert_eq!(md("**x** `y` <b>"), "\\*\\*x\\*\\* \\`y\\` \\<b\\>");
+        assert_eq!(md("abc\u{202e}def"), "abc\\u{202e}def");
+        assert_eq!(md("key_value_block _x_"), "key_value_block \\_x\\_");
+        assert_eq!(md_line("  # Title\r\n- item"), "\\# Title  - item");
+        assert_eq!(md_line("- a"), "\\- a");
+        assert_eq!(md_line("12. b"), "12\\. b");
+        assert_eq!(md_line("Plain text."), "Plain text.");
+        assert_eq!(code("r-1"), "`r-1`");
+        assert_eq!(code("a`b"), "`` a`b ``");
+        assert_eq!(code("a\u{1b}[2Jb"), "`a\\u{1b}[2Jb`");
+    }
+
+    // The relabel menu listed every node on every edge card (100k nodes x
+    // 10 cards = 1M <option>s): an edge relabels through a search box over
+    // one shared, filtered list.
+    #[test]
+    fn node_relabel_is_one_shared_search_list_not_a_menu_per_card() {
+        assert_eq!(TEMPLATE.matches(r#"<datalist id="node-list">"#).count(), 1);
+        let card = &TEMPLATE[TEMPLATE.find("function relabelControl").unwrap()..];
+        let card = &card[..card.find("\n}\n").unwrap()];
+        assert!(card.contains(r#"list="node-list""#), "{card}");
+        assert!(
+            !card.contains("nodes."),
+            "the card iterates the registry: {card}"
+        );
+        let suggest = &TEMPLATE[TEMPLATE.find("function suggestNodes").unwrap()..];
+        assert!(suggest.contains("NODE_SUGGESTIONS"));
     }
 
     #[test]

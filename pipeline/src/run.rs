@@ -26,6 +26,7 @@ use crate::policy::Policy;
 use crate::progress::{Progress, ProgressMode};
 use crate::record::{self, IngestError, IngestOptions, Item, Record, Reject};
 use crate::tables::{self, Table, Val};
+use crate::verdict::ReadAs;
 
 /// Everything a run needs, resolved from the command line and the policy.
 #[derive(Debug, Clone)]
@@ -354,6 +355,7 @@ struct Pending {
     edges: Vec<EdgeItem>,
     state: (tomlite_staging::Digest, tomlite_staging::Digest),
     embedding: Option<Vec<i8>>,
+    read_as: Option<ReadAs>,
 }
 
 struct Ctx<'a> {
@@ -903,7 +905,7 @@ fn run_body(
         for e in &mut p.edges {
             e.resolve(|id| seen.ids.get(id) == Some(&true) || state.contains(id));
         }
-        let outcome = ctx.stage(&p.record, &p.tags, &p.edges, None)?;
+        let outcome = ctx.stage(&p.record, &p.tags, &p.edges, None, p.read_as)?;
         state.upsert(ctx.state_row(&p.record, p.state, outcome, p.embedding.as_deref()));
     }
     if stop == StopCondition::InputExhausted {
@@ -1291,17 +1293,18 @@ impl Ctx<'_> {
                 seen,
             };
             let decision = decide(&rec, &a, &self.cfg.policy, &nodes);
+            let read_as = a.read_as();
             let embedding = match a {
                 crate::annotation::Annotated::Parsed(a) => a.embedding,
                 _ => None,
             };
             let outcome = match decision {
                 Decision::Missing => {
-                    self.abstain(&rec, None, "no_annotation")?;
+                    self.abstain(&rec, None, "no_annotation", read_as)?;
                     "abstained"
                 }
                 Decision::Unparseable { raw, error } => {
-                    self.unparseable(&rec, &raw, &error)?;
+                    self.unparseable(&rec, &raw, &error, read_as)?;
                     "unparseable"
                 }
                 Decision::Annotated { tags, edges, best } => {
@@ -1312,10 +1315,11 @@ impl Ctx<'_> {
                             edges,
                             state: digests,
                             embedding,
+                            read_as,
                         });
                         continue;
                     }
-                    self.stage(&rec, &tags, &edges, best.as_ref())?
+                    self.stage(&rec, &tags, &edges, best.as_ref(), read_as)?
                 }
             };
             state.upsert(self.state_row(&rec, digests, outcome, embedding.as_deref()));
@@ -1379,7 +1383,9 @@ impl Ctx<'_> {
         rec: &Record,
         best: Option<&(String, f64)>,
         why: &str,
+        read_as: Option<ReadAs>,
     ) -> Result<(), RunError> {
+        let (class, shape) = read_as_cells(read_as);
         self.counts.abstained += 1;
         self.tables.abstained.push(&[
             Val::S(Some(&rec.id)),
@@ -1390,6 +1396,8 @@ impl Ctx<'_> {
             Val::S(Some(why)),
             Val::S(Some(&self.info.id)),
             Val::S(Some(&self.run_id)),
+            class,
+            shape,
         ])?;
         Ok(())
     }
@@ -1408,7 +1416,14 @@ impl Ctx<'_> {
         })
     }
 
-    fn unparseable(&mut self, rec: &Record, raw: &str, error: &str) -> Result<(), RunError> {
+    fn unparseable(
+        &mut self,
+        rec: &Record,
+        raw: &str,
+        error: &str,
+        read_as: Option<ReadAs>,
+    ) -> Result<(), RunError> {
+        let (class, shape) = read_as_cells(read_as);
         if self.curated(rec, "annotation") {
             self.counts.curator_suppressed += 1;
             return Ok(());
@@ -1445,6 +1460,8 @@ impl Ctx<'_> {
             Val::S(Some(&self.info.id)),
             Val::S(Some(&self.run_id)),
             Val::S(Some(rec.kind.as_str())),
+            class,
+            shape,
         ])?;
         Ok(())
     }
@@ -1456,10 +1473,12 @@ impl Ctx<'_> {
         tags: &[TagItem],
         edges: &[EdgeItem],
         best: Option<&(String, f64)>,
+        read_as: Option<ReadAs>,
     ) -> Result<&'static str, RunError> {
         let (mut promoted, mut quarantined) = (0, 0);
+        let (class, shape) = read_as_cells(read_as);
         if tags.is_empty() {
-            self.abstain(rec, best, "no_tags")?;
+            self.abstain(rec, best, "no_tags", read_as)?;
         }
         for t in tags {
             let quote = t.quote.text.as_deref();
@@ -1484,6 +1503,8 @@ impl Ctx<'_> {
                     Val::S(Some(&self.info.id)),
                     Val::S(Some(&self.run_id)),
                     Val::S(Some(&t.item_id)),
+                    class,
+                    shape,
                 ])?;
             } else if self.curated(
                 rec,
@@ -1524,6 +1545,8 @@ impl Ctx<'_> {
                     Val::S(Some(&self.info.id)),
                     Val::S(Some(&self.run_id)),
                     Val::S(Some(rec.kind.as_str())),
+                    class,
+                    shape,
                 ])?;
             }
         }
@@ -1566,6 +1589,8 @@ impl Ctx<'_> {
                     Val::S(Some(&self.info.id)),
                     Val::S(Some(&self.run_id)),
                     Val::S(Some(&e.item_id)),
+                    class,
+                    shape,
                 ])?;
             } else if self.curated(
                 rec,
@@ -1606,6 +1631,8 @@ impl Ctx<'_> {
                     Val::S(Some(&self.info.id)),
                     Val::S(Some(&self.run_id)),
                     Val::S(Some(rec.kind.as_str())),
+                    class,
+                    shape,
                 ])?;
             }
         }
@@ -1616,6 +1643,14 @@ impl Ctx<'_> {
             _ => "mixed",
         })
     }
+}
+
+/// The `parse_class` and `escape_shape` cells of a record's rows.
+fn read_as_cells(read_as: Option<ReadAs>) -> (Val<'static>, Val<'static>) {
+    (
+        Val::S(read_as.map(|r| r.class.as_str())),
+        Val::S(read_as.and_then(|r| r.shape).map(|s| s.as_str())),
+    )
 }
 
 /// Annotates a batch; when the batch fails (a panic, a model error, or

@@ -58,6 +58,10 @@ pub const PROMOTED_TAGS: Columns = &[
     ("annotator", Str, false),
     ("run_id", Str, false),
     ("item_id", Str, false),
+    // How the verdict parser read the record's raw output
+    // (`--raw-annotations`): null for the classifier and annotation files.
+    ("parse_class", Str, true),
+    ("escape_shape", Str, true),
 ];
 
 /// Promoted edges.
@@ -76,6 +80,10 @@ pub const PROMOTED_EDGES: Columns = &[
     ("annotator", Str, false),
     ("run_id", Str, false),
     ("item_id", Str, false),
+    // How the verdict parser read the record's raw output
+    // (`--raw-annotations`): null for the classifier and annotation files.
+    ("parse_class", Str, true),
+    ("escape_shape", Str, true),
 ];
 
 /// The curator's queue.
@@ -107,6 +115,10 @@ pub const QUARANTINE: Columns = &[
     ("annotator", Str, false),
     ("run_id", Str, false),
     ("record_kind", Str, false),
+    // How the verdict parser read the record's raw output
+    // (`--raw-annotations`): null for the classifier and annotation files.
+    ("parse_class", Str, true),
+    ("escape_shape", Str, true),
 ];
 
 /// Curator decisions applied to quarantined items (`curated/curated.parquet`).
@@ -147,6 +159,10 @@ pub const ABSTAINED: Columns = &[
     ("why", Str, false),
     ("annotator", Str, false),
     ("run_id", Str, false),
+    // How the verdict parser read the record's raw output
+    // (`--raw-annotations`): null for the classifier and annotation files.
+    ("parse_class", Str, true),
+    ("escape_shape", Str, true),
 ];
 
 /// Rejected input lines, rows, files and annotation lines.

@@ -136,6 +136,18 @@ impl EscapeShape {
     }
 }
 
+/// How one record's raw output was read: its class, and the escape shape
+/// of an `ESCAPE-RECOVERY`. Staged with each of the record's rows
+/// (`parse_class`, `escape_shape`), so the outputs that needed rescue can
+/// be found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadAs {
+    /// The class.
+    pub class: ParseClass,
+    /// The shape, for [`ParseClass::Escape`].
+    pub shape: Option<EscapeShape>,
+}
+
 /// The parser's answer for one raw output.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Verdict {
@@ -154,6 +166,14 @@ pub struct Verdict {
 }
 
 impl Verdict {
+    /// The class and shape, as staged.
+    pub fn read_as(&self) -> ReadAs {
+        ReadAs {
+            class: self.class,
+            shape: self.shape,
+        }
+    }
+
     fn accepted(
         class: ParseClass,
         shape: Option<EscapeShape>,

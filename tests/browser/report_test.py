@@ -3,8 +3,9 @@
 
 Runs the job on the bundled sample (its annotations file, so the queue is
 known: 28 items), opens the run's report.html from disk, checks the counts
-and that the queue renders, accepts one item and relabels another through
-the page, exports decisions.jsonl, feeds it to `tomlite curate apply` and
+and that the queue renders, accepts one item, relabels a tag through its
+menu and an edge through the node search box (one shared <datalist>,
+filled as the curator types), exports decisions.jsonl, feeds it to `tomlite curate apply` and
 checks what was curated. Saves screenshots in the test's temp dir (and in
 $REPORT_SCREENSHOTS when set).
 
@@ -99,20 +100,44 @@ def main():
         Select(sel).select_by_value("emotion")
         click(c2.find_element(By.CSS_SELECTOR, "button.relabel"))
         Select(driver.find_element(By.ID, "filter-reason")).select_by_value("")
+        # Relabel an edge to a registry node: the card has a search box, not
+        # a menu of every node; typing fills the one shared suggestion list.
+        Select(driver.find_element(By.ID, "filter-type")).select_by_value("edge")
+        check(not driver.find_elements(By.CSS_SELECTOR, "#queue .item select.relabel-to option[value='person:priya']"),
+              "an edge card still lists the registry in a menu")
+        check(len(driver.find_elements(By.CSS_SELECTOR, "datalist")) == 1, "one shared datalist")
+        c3 = card("j-008#edge0")
+        box = c3.find_element(By.CSS_SELECTOR, "input.relabel-to")
+        check(box.get_attribute("list") == "node-list", "the search box uses #node-list")
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center', behavior: 'instant'})", box)
+        box.send_keys("priya")
+        found = [o.get_attribute("value") for o in driver.find_elements(By.CSS_SELECTOR, "#node-list option")]
+        check(found == ["person:priya"], f"suggestions for 'priya': {found}")
+        # A value that is no node is refused on the card.
+        box.clear()
+        box.send_keys("person:nobody")
+        click(c3.find_element(By.CSS_SELECTOR, "button.relabel"))
+        msg = c3.find_element(By.CSS_SELECTOR, ".cardmsg").text
+        check("not a node of the registry" in msg, f"card message {msg!r}")
+        box.clear()
+        box.send_keys("person:priya")
+        click(c3.find_element(By.CSS_SELECTOR, "button.relabel"))
         Select(driver.find_element(By.ID, "filter-type")).select_by_value("")
         decided = driver.find_element(By.ID, "decided-count").text.strip()
-        check(decided == "2", f"decided-count says {decided!r}")
+        check(decided == "3", f"decided-count says {decided!r}")
         check(card("s-009#tag0").get_attribute("data-decision") == "accept", "accept not shown")
 
         click(driver.find_element(By.ID, "export"))
         exported = driver.find_element(By.ID, "export-text").get_attribute("value")
         driver.save_screenshot(os.path.join(tmp, "report.png"))
         lines = [json.loads(l) for l in exported.splitlines() if l.strip()]
-        check(len(lines) == 2, f"exported {len(lines)} decisions")
+        check(len(lines) == 3, f"exported {len(lines)} decisions")
         by = {l["item_id"]: l for l in lines}
         check(by["s-009#tag0"]["decision"] == "accept", "accept line")
         check(by["j-009#tag0"]["decision"] == "relabel" and by["j-009#tag0"]["label"] == "emotion",
               "relabel line")
+        check(by["j-008#edge0"]["decision"] == "relabel" and by["j-008#edge0"]["target_node"] == "person:priya",
+              f"edge relabel line {by.get('j-008#edge0')}")
         for l in lines:
             check(l["run_id"] == run_id and l["curator"] == "rosa" and l["decided_at"], f"bad line {l}")
             check(set(l) >= {"item_id", "decision", "label", "target_node", "curator", "note",
@@ -128,17 +153,17 @@ def main():
         # A reload keeps the decisions (the browser holds them while the curator works).
         driver.refresh()
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#queue .item"))
-        check(driver.find_element(By.ID, "decided-count").text.strip() == "2", "decisions lost on reload")
+        check(driver.find_element(By.ID, "decided-count").text.strip() == "3", "decisions lost on reload")
     finally:
         driver.quit()
 
     out = subprocess.run([tomlite, "curate", "apply", path, "--staging", staging],
                          capture_output=True, text=True)
     check(out.returncode == 0, f"curate apply failed: {out.stdout}{out.stderr}")
-    check("2 new" in out.stdout, out.stdout)
+    check("3 new" in out.stdout, out.stdout)
     status = json.loads(subprocess.run([tomlite, "curate", "status", "--staging", staging, "--json"],
                                        capture_output=True, text=True, check=True).stdout)
-    check(status["applied"] == 2 and status["pending"] == 26, f"status {status}")
+    check(status["applied"] == 3 and status["pending"] == 25, f"status {status}")
     shots = os.environ.get("REPORT_SCREENSHOTS")
     if shots:
         os.makedirs(shots, exist_ok=True)

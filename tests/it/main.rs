@@ -13,7 +13,9 @@ mod ingest;
 mod inputs;
 #[cfg(feature = "failpoints")]
 mod ops;
+mod outputs;
 mod policy;
+mod registry;
 mod sample;
 mod staging;
 mod verdict;
