@@ -153,7 +153,7 @@ mod tests {
             })
             .unwrap_err();
         assert_eq!(calls, 2);
-        assert!(err.to_string().contains("after 1 retries"), "{err}");
+        assert!(err.to_string().contains("after 1 retry"), "{err}");
         assert_eq!(r.max_attempts(), 2);
         r.io("other", || Ok(())).unwrap();
         assert_eq!(r.attempts()["other"], 1);
