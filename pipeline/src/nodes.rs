@@ -12,10 +12,11 @@
 use foldhash::{HashMap, HashSet};
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 
-use crate::record::{json_type, read_line_capped};
+use crate::record::{HashingRead, Tally, json_type, read_line_capped};
 
 /// One registry node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,8 +153,19 @@ impl Registry {
             if let Some(e) = first_error {
                 return Err(e);
             }
-        } else {
-            jsonl_each(path, |line, bytes| {
+            let mut reg = b.reg;
+            reg.sha256 = Some(crate::sha256_file(path).map_err(|source| NodesError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?);
+            return Ok(reg);
+        }
+        // The registry is read once and hashed as it is read, so the
+        // receipt's sha256 describes the bytes that made the nodes, even
+        // from a pipe (`--nodes <(...)`).
+        let tally = Arc::new(Mutex::new(Tally::default()));
+        {
+            jsonl_each(path, tally.clone(), |line, bytes| {
                 // The common case, a well-formed node, is read straight into
                 // its fields; anything else goes through the generic reader
                 // for a message naming the field.
@@ -166,10 +178,7 @@ impl Registry {
             })?;
         }
         let mut reg = b.reg;
-        reg.sha256 = Some(crate::sha256_file(path).map_err(|source| NodesError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?);
+        reg.sha256 = Some(tally.lock().unwrap_or_else(|p| p.into_inner()).hex());
         Ok(reg)
     }
 
@@ -307,13 +316,15 @@ impl Builder<'_> {
 
 fn jsonl_each(
     path: &Path,
+    tally: Arc<Mutex<Tally>>,
     mut each: impl FnMut(u64, &[u8]) -> Result<(), NodesError>,
 ) -> Result<(), NodesError> {
     let io = |source| NodesError::Io {
         path: path.to_path_buf(),
         source,
     };
-    let mut r = BufReader::new(std::fs::File::open(path).map_err(io)?);
+    let file = std::fs::File::open(path).map_err(io)?;
+    let mut r = BufReader::new(HashingRead::new(file, tally));
     let mut buf = Vec::new();
     let mut line = 0;
     while let Some(read) = read_line_capped(&mut r, &mut buf, 1 << 20).map_err(io)? {

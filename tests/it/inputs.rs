@@ -649,3 +649,42 @@ fn annotations_rewritten_or_appended_mid_run_fail_the_run() {
         "r-2 at 0.35 is not promoted"
     );
 }
+
+// A node registry given as a pipe (`--nodes <(...)`) loaded its nodes but the
+// receipt carried the sha256 of nothing: the registry was read a second time
+// to hash it, and the pipe was empty by then.
+#[test]
+fn a_piped_node_registry_is_hashed_as_read() {
+    let env = Env::new();
+    env.jsonl("records.jsonl", &[record("p-1", "I like short answers.")]);
+    env.jsonl("annotations.jsonl", &[]);
+    let registry = std::fs::read(repo().join("data/sample/nodes.jsonl")).unwrap();
+    let ran = timed(
+        &mut run_cmd(
+            &env,
+            &[
+                "--input",
+                "records.jsonl",
+                "--annotations",
+                "annotations.jsonl",
+                "--nodes",
+                "/dev/stdin",
+                "--staging",
+                "s1",
+            ],
+        ),
+        Some(&registry),
+        60,
+    )
+    .ok();
+    let receipt: Value = serde_json::from_slice(
+        &std::fs::read(latest_of(&env.path("s1")).join("receipt.json")).unwrap(),
+    )
+    .unwrap();
+    let lines = registry
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .count();
+    assert_eq!(receipt["nodes"]["nodes"], lines, "{}", ran.stdout);
+    assert_eq!(receipt["nodes"]["sha256"], tomlite::sha256_bytes(&registry));
+}
