@@ -73,7 +73,10 @@ impl Lin {
 
     /// `x·Wᵀ + b`, plus `(x·Aᵀ·Bᵀ)·scale` when the layer has an adapter.
     fn forward(&self, x: &Tensor, adapters: Option<&Adapters>) -> candle_core::Result<Tensor> {
-        let y = x.matmul(&self.weight.t()?)?.broadcast_add(&self.bias)?;
+        let y = x
+            .contiguous()?
+            .apply_op1(FrozenMatmul(self.weight.clone()))?;
+        let y = y.broadcast_add(&self.bias)?;
         match adapters.and_then(|a| a.get(&self.key).map(|p| (a, p))) {
             Some((set, (a, b))) => {
                 let low = x.matmul(&a.t()?)?.matmul(&b.t()?)?;
@@ -81,6 +84,51 @@ impl Lin {
             }
             None => Ok(y),
         }
+    }
+}
+
+/// `x·Wᵀ` for a frozen `(out, in)` weight `W`, whose backward gives the
+/// gradient of `x` only.
+///
+/// A plain `matmul` also computes the gradient of its right-hand side,
+/// frozen or not (candle's backward does not skip untracked operands): one
+/// more matrix product per layer and step, and a gradient the size of the
+/// whole model kept until the step ends. This op leaves both out.
+struct FrozenMatmul(Tensor);
+
+impl candle_core::CustomOp1 for FrozenMatmul {
+    fn name(&self) -> &'static str {
+        "frozen-matmul"
+    }
+
+    fn cpu_fwd(
+        &self,
+        storage: &candle_core::CpuStorage,
+        layout: &candle_core::Layout,
+    ) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
+        let (start, end) = layout.contiguous_offsets().ok_or_else(|| {
+            candle_core::Error::Msg("frozen-matmul needs a contiguous input".into())
+        })?;
+        let x = Tensor::from_slice(
+            &storage.as_slice::<f32>()?[start..end],
+            layout.shape(),
+            &Device::Cpu,
+        )?;
+        let y = x.matmul(&self.0.t()?)?;
+        let shape = y.shape().clone();
+        Ok((
+            candle_core::CpuStorage::F32(y.flatten_all()?.to_vec1::<f32>()?),
+            shape,
+        ))
+    }
+
+    fn bwd(
+        &self,
+        _arg: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<Option<Tensor>> {
+        Ok(Some(grad.matmul(&self.0)?))
     }
 }
 
@@ -137,6 +185,9 @@ pub struct TrainBert {
     layers: Vec<TrainLayer>,
 }
 
+/// One text's token ids and type ids, special tokens included.
+pub type Tokens = (Vec<u32>, Vec<u32>);
+
 /// A padded batch of token ids.
 #[derive(Debug, Clone)]
 pub struct Batch {
@@ -150,7 +201,7 @@ pub struct Batch {
 impl Batch {
     /// A right-padded batch from token ids and type ids, one row per text
     /// (padding with `pad_id`). Rows must not be empty.
-    pub fn new(rows: &[(Vec<u32>, Vec<u32>)], pad_id: u32) -> Result<Self, Error> {
+    pub fn new(rows: &[Tokens], pad_id: u32) -> Result<Self, Error> {
         let t = rows.iter().map(|(ids, _)| ids.len()).max().unwrap_or(0);
         if rows.is_empty()
             || rows
@@ -798,11 +849,7 @@ impl FineTuner {
 
     /// Token ids and type ids of each text, with special tokens, cut to
     /// `max_tokens` (capped at the model's positions) as the encoder cuts.
-    pub fn tokenize(
-        &self,
-        texts: &[&str],
-        max_tokens: usize,
-    ) -> Result<Vec<(Vec<u32>, Vec<u32>)>, Error> {
+    pub fn tokenize(&self, texts: &[&str], max_tokens: usize) -> Result<Vec<Tokens>, Error> {
         use rayon::prelude::*;
         let max = max_tokens.min(self.model.config.max_position_embeddings);
         if max <= self.tokenizer.added_tokens {
@@ -982,8 +1029,7 @@ impl FineTuner {
             rng.shuffle(&mut order);
             let mut sum = 0.0;
             for (i, chunk) in order.chunks(opts.batch_size).enumerate() {
-                let rows: Vec<(Vec<u32>, Vec<u32>)> =
-                    chunk.iter().map(|&j| tokens[j].clone()).collect();
+                let rows: Vec<Tokens> = chunk.iter().map(|&j| tokens[j].clone()).collect();
                 let batch = Batch::new(&rows, self.model.config.pad_token_id)?;
                 let picked: Vec<&Example> = chunk.iter().map(|&j| &examples[j]).collect();
                 let losses = self.losses(&state, &batch, &picked, opts)?;
