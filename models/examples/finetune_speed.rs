@@ -36,7 +36,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let sentence = "I told Sam I would finish the report tonight, but honestly I am exhausted \
                     and a little worried that the numbers will not add up before the meeting, \
                     and if they do not, he will be the one who has to explain it to the board \
-                    on Friday";
+                    on Friday morning at nine";
     let examples: Vec<Example> = (0..16 * steps)
         .map(|i| {
             let text = format!("{sentence} number {i}.");
