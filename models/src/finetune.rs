@@ -332,7 +332,11 @@ impl TrainBert {
             let q = split(layer.query.forward(&x, adapters)?)?;
             let k = split(layer.key.forward(&x, adapters)?)?;
             let v = split(layer.value.forward(&x, adapters)?)?;
-            let scores = (q.matmul(&k.t()?.contiguous()?)? * scale)?.broadcast_add(&bias)?;
+            // Scaling q (t·hd values) rather than the scores (t·t) keeps one
+            // t·t tensor per layer out of the graph.
+            let scores = (q * scale)?
+                .matmul(&k.t()?.contiguous()?)?
+                .broadcast_add(&bias)?;
             let probs = candle_nn::ops::softmax(&scores, D::Minus1)?;
             let context = probs
                 .matmul(&v)?
