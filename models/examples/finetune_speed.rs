@@ -1,7 +1,7 @@
 //! Training speed of LoRA fine-tuning on the real all-MiniLM-L6-v2: steps
 //! of batch 16 on texts of about 64 tokens, examples per second and peak
 //! resident memory. Not a test; run
-//! `cargo run --release -p tomlite-models --example finetune_speed [steps] [mix]`.
+//! `cargo run --release -p tomlite-models --example finetune_speed -- [steps] [mix]`.
 //! With `mix`, the examples are the real mix instead: every third a
 //! ToM-lite record of `data/training/tom_lite` (all heads), the others
 //! GoEmotions train comments from `../shared/datasets/goemotions` (affect
