@@ -89,6 +89,7 @@ pub struct Encoder {
     config: Config,
     options: EncodeOptions,
     sha256: String,
+    adapters_sha256: Option<String>,
     dir: PathBuf,
     /// Special tokens the post-processor adds to a single sequence.
     added_tokens: usize,
@@ -100,6 +101,7 @@ impl std::fmt::Debug for Encoder {
         f.debug_struct("Encoder")
             .field("dir", &self.dir)
             .field("sha256", &self.sha256)
+            .field("adapters_sha256", &self.adapters_sha256)
             .field("options", &self.options)
             .field("config", &self.config)
             .finish_non_exhaustive()
@@ -117,91 +119,66 @@ impl Encoder {
     ///
     /// `max_tokens` is capped at the model's `max_position_embeddings`.
     pub fn load_with_options(dir: &Path, options: EncodeOptions) -> Result<Self, Error> {
-        let config_path = dir.join(CONFIG_FILE);
-        let weights_path = dir.join(WEIGHTS_FILE);
-        let tokenizer_path = dir.join(TOKENIZER_FILE);
-        // Say every missing file up front, the first one named.
-        for path in [&config_path, &weights_path, &tokenizer_path] {
-            if !path.is_file() {
-                return Err(Error::MissingFile { path: path.clone() });
+        Self::from_base(Base::load(dir, options)?, None)
+    }
+
+    /// Loads the model in `dir` with LoRA adapters (an adapters file as
+    /// [`crate::finetune::FineTuned::save`] writes it) merged into its
+    /// weights at load: `W' = W + (B·A)·alpha/rank`. The merged weights run
+    /// through the same fused f32 or int8 path as the base model, at the
+    /// same speed. [`Encoder::sha256`] stays the base weights' hash;
+    /// [`Encoder::adapters_sha256`] is the adapters file's, which callers
+    /// put in the annotator id so that state never mixes models.
+    pub fn load_with_adapters(
+        dir: &Path,
+        adapters: &Path,
+        options: EncodeOptions,
+    ) -> Result<Self, Error> {
+        let bytes = read(adapters)?;
+        let sha = crate::lora::sha256_hex(&bytes);
+        let ts = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu).map_err(|e| {
+            Error::Adapters {
+                path: adapters.to_path_buf(),
+                message: e.to_string(),
             }
-        }
+        })?;
+        let adapters_set = crate::lora::Adapters::from_tensors(&ts, adapters)?;
+        Self::from_base(Base::load(dir, options)?, Some((&adapters_set, sha)))
+    }
 
-        let config_bytes = read(&config_path)?;
-        let config: Config =
-            serde_json::from_slice(&config_bytes).map_err(|source| Error::ParseConfig {
-                path: config_path.clone(),
-                source,
-            })?;
-        validate_config(&config, &config_path)?;
-
-        if options.batch_size == 0 || options.batch_tokens == 0 {
-            return Err(Error::InvalidOptions {
-                reason: "batch_size and batch_tokens must be at least 1".into(),
-            });
-        }
-
-        let tokenizer_bytes = read(&tokenizer_path)?;
-        let mut tokenizer =
-            Tokenizer::from_bytes(&tokenizer_bytes).map_err(|source| Error::LoadTokenizer {
-                path: tokenizer_path.clone(),
-                source,
-            })?;
-        // tokenizer.json carries its own truncation (128) and fixed padding;
-        // this encoder truncates and pads itself so it can count both.
-        tokenizer
-            .with_truncation(None)
-            .map_err(|source| Error::LoadTokenizer {
-                path: tokenizer_path.clone(),
-                source,
-            })?;
-        tokenizer.with_padding(None);
-        let added_tokens = tokenizer
-            .get_post_processor()
-            .map_or(0, |pp| pp.added_tokens(false));
-
-        let max_tokens = options.max_tokens.min(config.max_position_embeddings);
-        if max_tokens <= added_tokens {
-            return Err(Error::InvalidOptions {
-                reason: format!(
-                    "max_tokens {} leaves no room beside the {added_tokens} special tokens",
-                    options.max_tokens
-                ),
-            });
-        }
-        let options = EncodeOptions {
-            max_tokens,
-            ..options
+    fn from_base(
+        mut base: Base,
+        adapters: Option<(&crate::lora::Adapters, String)>,
+    ) -> Result<Self, Error> {
+        let adapters_sha256 = match adapters {
+            Some((a, sha)) => {
+                a.merge_into(&mut base.weights)?;
+                Some(sha)
+            }
+            None => None,
         };
-
-        let weights = read(&weights_path)?;
-        let sha256 = hex::encode(Sha256::digest(&weights));
         let load_err = |source| Error::LoadWeights {
-            path: weights_path.clone(),
+            path: base.weights_path.clone(),
             source,
         };
-        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
+        let vb = VarBuilder::from_tensors(base.weights, DType::F32, &Device::Cpu);
+        let model = BertModel::load_with_precision(vb, &base.config, base.options.precision)
             .map_err(load_err)?;
-        // `BertModel` checkpoints have no prefix; `BertFor*` ones use `bert.`.
-        let vb = if !vb.contains_tensor("embeddings.word_embeddings.weight")
-            && vb.contains_tensor("bert.embeddings.word_embeddings.weight")
-        {
-            vb.pp("bert")
-        } else {
-            vb
-        };
-        let model =
-            BertModel::load_with_precision(vb, &config, options.precision).map_err(load_err)?;
-
         Ok(Self {
             model,
-            tokenizer,
-            config,
-            options,
-            sha256,
-            dir: dir.to_path_buf(),
-            added_tokens,
+            tokenizer: base.tokenizer.tokenizer,
+            config: base.config,
+            options: base.options,
+            sha256: base.sha256,
+            adapters_sha256,
+            dir: base.dir,
+            added_tokens: base.tokenizer.added_tokens,
         })
+    }
+
+    /// Hex sha256 of the adapters file merged at load, if any.
+    pub fn adapters_sha256(&self) -> Option<&str> {
+        self.adapters_sha256.as_deref()
     }
 
     /// Sets the token budget of a forward pass (at least 1).
@@ -367,29 +344,14 @@ impl Encoder {
         index: usize,
         with_offsets: bool,
     ) -> Result<(Encoding, usize), Error> {
-        let tokenize_err = |source| Error::Tokenize { index, source };
-        let mut encoding = if with_offsets {
-            self.tokenizer.encode(text, false)
-        } else {
-            self.tokenizer.encode_fast(text, false)
-        }
-        .map_err(tokenize_err)?;
-        let full_len = encoding.len() + self.added_tokens;
-        if full_len > self.options.max_tokens {
-            // Same cut as Hugging Face's `truncation=True, max_length=N` on a
-            // single sequence: keep the first N - specials word pieces.
-            encoding.truncate(
-                self.options.max_tokens - self.added_tokens,
-                0,
-                TruncationDirection::Right,
-            );
-            drop(encoding.take_overflowing());
-        }
-        let encoding = self
-            .tokenizer
-            .post_process(encoding, None, true)
-            .map_err(tokenize_err)?;
-        Ok((encoding, full_len))
+        tokenize(
+            &self.tokenizer,
+            self.added_tokens,
+            self.options.max_tokens,
+            text,
+            index,
+            with_offsets,
+        )
     }
 
     /// Packs the batch's tokens one text after another and runs BERT;
@@ -404,6 +366,149 @@ impl Encoder {
         let lengths: Vec<usize> = batch.iter().map(|e| e.len()).collect();
         let hidden = self.model.forward_packed(&ids, &type_ids, &lengths)?;
         hidden.flatten_all()?.to_vec1::<f32>()
+    }
+}
+
+/// Tokenizes one text with special tokens, truncated to `max_tokens` the
+/// way Hugging Face truncates a single sequence (the first
+/// `max_tokens - specials` word pieces, then the specials). Returns the
+/// encoding and the untruncated length.
+pub(crate) fn tokenize(
+    tokenizer: &Tokenizer,
+    added_tokens: usize,
+    max_tokens: usize,
+    text: &str,
+    index: usize,
+    with_offsets: bool,
+) -> Result<(Encoding, usize), Error> {
+    let tokenize_err = |source| Error::Tokenize { index, source };
+    let mut encoding = if with_offsets {
+        tokenizer.encode(text, false)
+    } else {
+        tokenizer.encode_fast(text, false)
+    }
+    .map_err(tokenize_err)?;
+    let full_len = encoding.len() + added_tokens;
+    if full_len > max_tokens {
+        encoding.truncate(max_tokens - added_tokens, 0, TruncationDirection::Right);
+        drop(encoding.take_overflowing());
+    }
+    let encoding = tokenizer
+        .post_process(encoding, None, true)
+        .map_err(tokenize_err)?;
+    Ok((encoding, full_len))
+}
+
+/// The tokenizer as the encoder configures it.
+pub(crate) struct BaseTokenizer {
+    pub(crate) tokenizer: Tokenizer,
+    /// Special tokens the post-processor adds to a single sequence.
+    pub(crate) added_tokens: usize,
+}
+
+/// A model directory read and checked, before the model is built: what
+/// both the inference encoder and the training forward start from.
+pub(crate) struct Base {
+    pub(crate) config: Config,
+    pub(crate) tokenizer: BaseTokenizer,
+    /// The options, `max_tokens` capped at the model's positions.
+    pub(crate) options: EncodeOptions,
+    /// The weights by name, without a `bert.` prefix.
+    pub(crate) weights: std::collections::HashMap<String, candle_core::Tensor>,
+    pub(crate) weights_path: PathBuf,
+    pub(crate) sha256: String,
+    pub(crate) dir: PathBuf,
+}
+
+impl Base {
+    pub(crate) fn load(dir: &Path, options: EncodeOptions) -> Result<Self, Error> {
+        let config_path = dir.join(CONFIG_FILE);
+        let weights_path = dir.join(WEIGHTS_FILE);
+        let tokenizer_path = dir.join(TOKENIZER_FILE);
+        // Say every missing file up front, the first one named.
+        for path in [&config_path, &weights_path, &tokenizer_path] {
+            if !path.is_file() {
+                return Err(Error::MissingFile { path: path.clone() });
+            }
+        }
+
+        let config_bytes = read(&config_path)?;
+        let config: Config =
+            serde_json::from_slice(&config_bytes).map_err(|source| Error::ParseConfig {
+                path: config_path.clone(),
+                source,
+            })?;
+        validate_config(&config, &config_path)?;
+
+        if options.batch_size == 0 || options.batch_tokens == 0 {
+            return Err(Error::InvalidOptions {
+                reason: "batch_size and batch_tokens must be at least 1".into(),
+            });
+        }
+
+        let tokenizer_bytes = read(&tokenizer_path)?;
+        let mut tokenizer =
+            Tokenizer::from_bytes(&tokenizer_bytes).map_err(|source| Error::LoadTokenizer {
+                path: tokenizer_path.clone(),
+                source,
+            })?;
+        // tokenizer.json carries its own truncation (128) and fixed padding;
+        // this encoder truncates and pads itself so it can count both.
+        tokenizer
+            .with_truncation(None)
+            .map_err(|source| Error::LoadTokenizer {
+                path: tokenizer_path.clone(),
+                source,
+            })?;
+        tokenizer.with_padding(None);
+        let added_tokens = tokenizer
+            .get_post_processor()
+            .map_or(0, |pp| pp.added_tokens(false));
+
+        let max_tokens = options.max_tokens.min(config.max_position_embeddings);
+        if max_tokens <= added_tokens {
+            return Err(Error::InvalidOptions {
+                reason: format!(
+                    "max_tokens {} leaves no room beside the {added_tokens} special tokens",
+                    options.max_tokens
+                ),
+            });
+        }
+        let options = EncodeOptions {
+            max_tokens,
+            ..options
+        };
+
+        let bytes = read(&weights_path)?;
+        let sha256 = hex::encode(Sha256::digest(&bytes));
+        let load_err = |source| Error::LoadWeights {
+            path: weights_path.clone(),
+            source,
+        };
+        let mut weights =
+            candle_core::safetensors::load_buffer(&bytes, &Device::Cpu).map_err(load_err)?;
+        drop(bytes);
+        // `BertModel` checkpoints have no prefix; `BertFor*` ones use `bert.`.
+        if !weights.contains_key("embeddings.word_embeddings.weight")
+            && weights.contains_key("bert.embeddings.word_embeddings.weight")
+        {
+            weights = weights
+                .into_iter()
+                .filter_map(|(k, v)| k.strip_prefix("bert.").map(|k| (k.to_string(), v)))
+                .collect();
+        }
+        Ok(Self {
+            config,
+            tokenizer: BaseTokenizer {
+                tokenizer,
+                added_tokens,
+            },
+            options,
+            weights,
+            weights_path,
+            sha256,
+            dir: dir.to_path_buf(),
+        })
     }
 }
 

@@ -130,6 +130,16 @@ pub enum Error {
         message: String,
     },
 
+    /// An adapters file or a training checkpoint is missing, unreadable or
+    /// does not fit the model or the run.
+    #[error("adapters {}: {message}", path.display())]
+    Adapters {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+
     /// A tensor operation of the heads failed.
     #[error("tensor operation failed")]
     Candle(#[from] candle_core::Error),

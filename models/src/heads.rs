@@ -102,6 +102,11 @@ impl Rng {
         z ^ (z >> 31)
     }
 
+    /// The generator's state: [`Rng::new`] of it continues the sequence.
+    pub fn state(&self) -> u64 {
+        self.0
+    }
+
     /// Uniform in [-a, a).
     pub fn uniform(&mut self, a: f32) -> f32 {
         let u = (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
@@ -117,7 +122,7 @@ impl Rng {
     }
 }
 
-fn init(rng: &mut Rng, rows: usize, cols: usize) -> Result<Var, Error> {
+pub(crate) fn init(rng: &mut Rng, rows: usize, cols: usize) -> Result<Var, Error> {
     let a = (6.0 / (rows + cols) as f32).sqrt();
     let data: Vec<f32> = (0..rows * cols).map(|_| rng.uniform(a)).collect();
     Ok(Var::from_tensor(&Tensor::from_vec(
@@ -127,7 +132,7 @@ fn init(rng: &mut Rng, rows: usize, cols: usize) -> Result<Var, Error> {
     )?)?)
 }
 
-fn zeros(n: usize) -> Result<Var, Error> {
+pub(crate) fn zeros(n: usize) -> Result<Var, Error> {
     Ok(Var::from_tensor(&Tensor::zeros(
         n,
         DType::F32,
@@ -136,6 +141,41 @@ fn zeros(n: usize) -> Result<Var, Error> {
 }
 
 impl Head {
+    /// A head from its weights: `w1` `(first, dim)` and `b1` `(first,)`,
+    /// then for an MLP (`spec.hidden > 0`, `first = hidden`) `w2`
+    /// `(labels, hidden)` and `b2` `(labels,)` after a ReLU; a linear head
+    /// has `first = labels` and no `w2`. Errors when the shapes do not fit
+    /// the spec.
+    pub fn from_weights(
+        spec: HeadSpec,
+        w1: Tensor,
+        b1: Tensor,
+        w2: Option<(Tensor, Tensor)>,
+        temperature: f64,
+    ) -> Result<Self, Error> {
+        let out = spec.labels.len();
+        let first = if spec.hidden > 0 { spec.hidden } else { out };
+        let (rows, _) = w1.dims2()?;
+        let ok = rows == first
+            && b1.dims1()? == first
+            && match &w2 {
+                Some((w, b)) => spec.hidden > 0 && w.dims2()? == (out, first) && b.dims1()? == out,
+                None => spec.hidden == 0,
+            };
+        if !ok {
+            return Err(Error::InvalidOptions {
+                reason: format!("head {}: weights do not fit its spec", spec.name),
+            });
+        }
+        Ok(Self {
+            spec,
+            w1,
+            b1,
+            w2,
+            temperature,
+        })
+    }
+
     /// Raw logits for a batch of embeddings `[n, dim]`.
     pub fn logits(&self, x: &Tensor) -> Result<Tensor, Error> {
         let h = x.matmul(&self.w1.t()?)?.broadcast_add(&self.b1)?;
@@ -288,7 +328,7 @@ impl Head {
         Ok(head(&w1, &b1, &second))
     }
 
-    fn tensors(&self, out: &mut HashMap<String, Tensor>) {
+    pub(crate) fn tensors(&self, out: &mut HashMap<String, Tensor>) {
         let p = &self.spec.name;
         out.insert(format!("{p}.w1"), self.w1.clone());
         out.insert(format!("{p}.b1"), self.b1.clone());
@@ -298,7 +338,7 @@ impl Head {
         }
     }
 
-    fn from_tensors(
+    pub(crate) fn from_tensors(
         spec: HeadSpec,
         temperature: f64,
         ts: &HashMap<String, Tensor>,

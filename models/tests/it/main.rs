@@ -6,6 +6,7 @@
 //! sentence-transformers' embeddings in `shared/fixtures`; needs
 //! `scripts/fetch-model` to have run and fails (never skips) otherwise.
 
+mod finetune;
 mod heads;
 mod reference;
 mod tiny;

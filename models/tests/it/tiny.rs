@@ -112,7 +112,7 @@ fn write_tiny_model(dir: &Path, prefix: Option<&str>) {
     .expect("write tokenizer.json");
 }
 
-fn tiny_dir() -> tempfile::TempDir {
+pub(crate) fn tiny_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("temp dir");
     write_tiny_model(dir.path(), None);
     dir
