@@ -1360,7 +1360,7 @@ fn cmd_train(args: TrainArgs) -> Result<(), Failure> {
         } else {
             let per_epoch = p.steps.div_ceil(p.epochs.max(1)).max(1);
             let every = per_epoch.div_ceil(20).max(1);
-            if p.epoch_done || p.step % every == 0 {
+            if p.epoch_done || p.step.is_multiple_of(every) {
                 eprintln!("{line}");
             }
         }

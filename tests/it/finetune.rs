@@ -79,7 +79,15 @@ fn write_tiny_model(dir: &Path) {
 }
 
 /// (text, kinds, affect, intensity, style)
-const RECORDS: &[(&str, &[&str], &str, &str, Option<&str>)] = &[
+type Labeled = (
+    &'static str,
+    &'static [&'static str],
+    &'static str,
+    &'static str,
+    Option<&'static str>,
+);
+
+const RECORDS: &[Labeled] = &[
     (
         "I want to finish the report.",
         &["goal"],
@@ -365,6 +373,49 @@ fn zero_adapters_annotate_as_without_and_change_the_annotator_id() {
     train(&env, "heads", &["--frozen"]).ok();
     assert!(!env.path("heads/adapters.safetensors").exists());
     let plain = annotate(&env, "heads", "plain.jsonl", &[]);
+
+    // eval --dev takes whole held-out styles (and the hashed 15 % of the
+    // records without a style), and counts abstentions as misses.
+    let ran = env
+        .cmd(
+            "eval",
+            &[
+                "--data",
+                "labeled.jsonl",
+                "--dev",
+                "--json",
+                "--model-dir",
+                "model",
+                "--heads-dir",
+                "heads",
+            ],
+        )
+        .ok();
+    let report: Value = serde_json::from_str(&ran.stdout).unwrap();
+    let held_out = (0..6)
+        .flat_map(|n| {
+            RECORDS
+                .iter()
+                .enumerate()
+                .map(move |(i, r)| (format!("r{n}-{i}"), r))
+        })
+        .filter(|(id, r)| match r.4 {
+            Some(s) => tomlite::learn::HELD_OUT_STYLES.contains(&s),
+            None => tomlite_models::data::is_dev(id),
+        })
+        .count();
+    assert!(held_out >= 12, "{held_out}");
+    assert_eq!(report[0]["records"], held_out);
+    assert_eq!(report[0]["split"], "dev");
+    let primary = report[0]["tom_kind"]["primary_right"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&primary));
+    for head in ["affect", "intensity"] {
+        assert!(
+            report[0][head]["ece_before"].is_number(),
+            "{head}: {}",
+            report[0][head]
+        );
+    }
 
     // Adapters the heads were not trained with: refused, naming both.
     train(&env, "tuned", &[]).ok();
