@@ -687,6 +687,7 @@ fn finetune(
         "train_seconds": (seconds * 10.0).round() / 10.0,
         "examples": examples.len(),
         "record_examples": count(|e| e.intensity.is_some()),
+        "sentence_examples": count(|e| e.tom_kind.is_some() && e.intensity.is_none()),
         "goemotions_examples": count(|e| e.tom_kind.is_none()),
         "calibration_records_held_back": data.records.iter().filter(|r| is_calibration(&r.id)).count(),
         "held_out_styles": HELD_OUT_STYLES,

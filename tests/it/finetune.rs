@@ -96,8 +96,8 @@ const RECORDS: &[Labeled] = &[
         None,
     ),
     (
-        "I feel sad about my sister.",
-        &["emotion", "relationship"],
+        "I feel sad about my sister. I want to finish the report.",
+        &["emotion", "goal"],
         "sad",
         "high",
         None,
@@ -138,7 +138,11 @@ fn write_data(env: &Env) {
     let mut rows = Vec::new();
     for n in 0..6 {
         for (i, (text, kinds, affect, intensity, style)) in RECORDS.iter().enumerate() {
-            let quotes: Vec<&str> = kinds.iter().map(|_| *text).collect();
+            // One sentence per kind quoted (the whole text when it is one).
+            let quotes: Vec<String> = match text.split_once(". ") {
+                Some((a, b)) if kinds.len() == 2 => vec![format!("{a}."), b.to_string()],
+                _ => kinds.iter().map(|_| text.to_string()).collect(),
+            };
             let mut r = json!({
                 "id": format!("r{n}-{i}"), "persona_id": "ada",
                 "created_at": format!("2026-11-{:02}T10:00:00Z", n + 1), "text": text,
@@ -297,6 +301,12 @@ fn train_fine_tunes_a_tiny_bert_writes_adapters_card_checkpoint_and_resumes() {
         })
         .count();
     assert_eq!(card["figures"]["record_examples"], trained);
+    // Each gold quote of the two-sentence record is a tom_kind example too.
+    let two = (0..6)
+        .map(|n| format!("r{n}-1"))
+        .filter(|id| !tomlite_models::data::is_dev(id) && !tomlite::learn::is_calibration(id))
+        .count();
+    assert_eq!(card["figures"]["sentence_examples"], 2 * two);
     // The heads fitted after fine-tuning name the adapters they belong to.
     let heads = read_json(&env.path("out/card.json"));
     assert_eq!(heads["training"]["adapters_sha256"], sha.as_str());
