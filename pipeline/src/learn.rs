@@ -1652,3 +1652,118 @@ pub fn eval_goemotions(clf: &mut Classifier, tsv: &Path) -> Result<serde_json::V
     }
     Ok(json!({"data": tsv.display().to_string(), "affect": head_report(&labels, &g, &p, &c, &r)}))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labeled(id: &str, text: &str, kinds: &[&str], quotes: &[&str]) -> LabeledRecord {
+        serde_json::from_value(json!({
+            "id": id, "text": text,
+            "gold": {"tom_kinds": kinds, "affect": "sad", "intensity": "high",
+                     "source_quotes": quotes}
+        }))
+        .expect("labeled record")
+    }
+
+    // Fine-tuning examples: records train all three heads and their quotes
+    // tom_kind only; the calibration fifth is left out; curated rejections
+    // stay a 0 for their kind and unknown (-1) for the others; GoEmotions
+    // comments train affect only, as many as asked, drawn by the seed.
+    #[test]
+    fn finetune_examples_mask_each_source_to_the_heads_it_labels() {
+        let ids: Vec<String> = (0..200).map(|i| format!("rec-{i}")).collect();
+        let cal = ids.iter().filter(|id| is_calibration(id)).count();
+        assert!(cal > 20 && cal < 60, "{cal}");
+        let records: Vec<LabeledRecord> = ids
+            .iter()
+            .map(|id| {
+                labeled(
+                    id,
+                    "I am sad. I want to rest.",
+                    &["emotion", "goal"],
+                    &["I am sad.", "I want to rest."],
+                )
+            })
+            .collect();
+        let tr = tom_set(&records, "x.jsonl", true).unwrap();
+        let mut rejected = vec![-1f32; TOM_KINDS.len()];
+        rejected[3] = 0.0;
+        let cur = CuratedSet {
+            texts: vec!["Keep it short.".into()],
+            targets: vec![rejected.clone()],
+            group: vec![0],
+            stats: BTreeMap::new(),
+        };
+        let goemotions: Vec<AffectExample> = (0..50)
+            .map(|i| AffectExample {
+                text: format!("comment {i}"),
+                affect: if i % 2 == 0 { "happy" } else { "angry" },
+            })
+            .collect();
+        let hashes = BTreeMap::new();
+        let data = FineTuneData {
+            records: &records,
+            tr: &tr,
+            cur: &cur,
+            goemotions: &goemotions,
+            data_hashes: &hashes,
+        };
+        let ex = finetune_examples(&data, 20, 7);
+        let kept = 200 - cal;
+        let recs: Vec<&Example> = ex.iter().filter(|e| e.intensity.is_some()).collect();
+        assert_eq!(recs.len(), kept);
+        let goal = TOM_KINDS.iter().position(|k| *k == "goal").unwrap();
+        let emotion = TOM_KINDS.iter().position(|k| *k == "emotion").unwrap();
+        for e in &recs {
+            let t = e.tom_kind.as_ref().unwrap();
+            assert_eq!((t[goal], t[emotion]), (1.0, 1.0));
+            assert_eq!(e.affect, Some(index_of(&AFFECTS, "sad").unwrap() as u32));
+        }
+        let sentences: Vec<&Example> = ex
+            .iter()
+            .filter(|e| e.tom_kind.is_some() && e.intensity.is_none() && e.affect.is_none())
+            .collect();
+        // Two quotes per kept record, plus the curated one.
+        assert_eq!(sentences.len(), 2 * kept + 1);
+        let q = sentences
+            .iter()
+            .find(|e| e.text == "I want to rest.")
+            .unwrap();
+        let t = q.tom_kind.as_ref().unwrap();
+        assert_eq!(t[goal], 1.0);
+        assert_eq!(t.iter().sum::<f32>(), 1.0);
+        let c = sentences
+            .iter()
+            .find(|e| e.text == "Keep it short.")
+            .unwrap();
+        assert_eq!(c.tom_kind.as_ref(), Some(&rejected));
+        let ge: Vec<&Example> = ex.iter().filter(|e| e.tom_kind.is_none()).collect();
+        assert_eq!(ge.len(), 20);
+        assert!(
+            ge.iter()
+                .all(|e| e.affect.is_some() && e.intensity.is_none())
+        );
+        assert_eq!(ex, finetune_examples(&data, 20, 7));
+        assert_ne!(ex, finetune_examples(&data, 20, 8));
+    }
+
+    // The dev split holds out whole styles; records without one by id hash.
+    #[test]
+    fn held_out_split_takes_whole_styles_and_hashes_the_rest() {
+        let mut r = labeled("a-1", "x", &[], &[]);
+        for (style, held) in [
+            ("emoji_social", true),
+            ("logistics_admin", true),
+            ("bullet_session", false),
+        ] {
+            r.style = Some(style.into());
+            assert_eq!(is_held_out(&r), held, "{style}");
+        }
+        for i in 0..100 {
+            let r = labeled(&format!("id-{i}"), "x", &[], &[]);
+            assert_eq!(is_held_out(&r), is_dev(&r.id));
+            assert!(!(is_dev(&r.id) && is_calibration(&r.id)));
+        }
+    }
+}
