@@ -69,6 +69,15 @@ pub enum LearnError {
     /// The training registry cannot be used.
     #[error(transparent)]
     Nodes(Box<crate::nodes::NodesError>),
+    /// Stale adapters cannot be removed from the output folder.
+    #[error("cannot remove {}", path.display())]
+    Remove {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
     /// A data file cannot be hashed.
     #[error("cannot read {}", path.display())]
     Io {
@@ -802,6 +811,27 @@ pub fn train_with_steps(
         )?),
         None => None,
     };
+    if finetuned.is_none() {
+        // Adapters left in the folder by a fine-tuning run belong to other
+        // heads than the ones written here: the classifier would refuse
+        // the pair.
+        for f in [
+            tomlite_models::finetune::ADAPTERS_FILE,
+            tomlite_models::finetune::ADAPTERS_CARD_FILE,
+        ] {
+            let p = cfg.heads_dir.join(f);
+            if p.is_file() {
+                std::fs::remove_file(&p).map_err(|source| LearnError::Remove {
+                    path: p.clone(),
+                    source,
+                })?;
+                progress(&format!(
+                    "removed {} (adapters of earlier heads; these are trained without)",
+                    p.display()
+                ));
+            }
+        }
+    }
     let encoder = match &finetuned {
         Some(_) => Encoder::load_with_adapters(
             &cfg.model_dir,

@@ -180,9 +180,7 @@ impl ModelArgs {
             self.model_dir
                 .clone()
                 .unwrap_or_else(|| repo_path(tomlite::classifier::DEFAULT_MODEL_DIR)),
-            self.heads_dir
-                .clone()
-                .unwrap_or_else(|| repo_path(tomlite::classifier::DEFAULT_HEADS_DIR)),
+            self.heads_dir.clone().unwrap_or_else(default_heads_dir),
         )
     }
 
@@ -196,6 +194,20 @@ impl ModelArgs {
             self.precision,
         )
         .map_err(Failure::config)
+    }
+}
+
+/// The fine-tuned folder (`models/artifacts/adapters`) when `tomlite train`
+/// has finished one there (adapters and heads), else the frozen-encoder
+/// heads (`models/artifacts/heads`).
+fn default_heads_dir() -> PathBuf {
+    let tuned = repo_path(tomlite::classifier::DEFAULT_ADAPTERS_DIR);
+    if tuned.join(tomlite::classifier::ADAPTERS_FILE).is_file()
+        && tuned.join(tomlite_models::heads::CARD_FILE).is_file()
+    {
+        tuned
+    } else {
+        repo_path(tomlite::classifier::DEFAULT_HEADS_DIR)
     }
 }
 

@@ -461,6 +461,13 @@ fn zero_adapters_annotate_as_without_and_change_the_annotator_id() {
     card["training"]["adapters_sha256"] = json!(sha);
     std::fs::write(dir.join("card.json"), card.to_string()).unwrap();
     let zero = annotate(&env, "zero", "zero.jsonl", &["--adapters", "zeroad"]);
+
+    // Frozen heads written over a fine-tuned folder take its adapters away.
+    let ran = train(&env, "tuned", &["--frozen"]).ok();
+    assert!(ran.stderr.contains("removed"), "{}", ran.stderr);
+    assert!(!env.path("tuned/adapters.safetensors").exists());
+    let refit = annotate(&env, "tuned", "refit.jsonl", &[]);
+    assert!(!refit[0]["annotator"].as_str().unwrap().contains("lora"));
     // The heads file is the same: only the adapters tell the ids apart.
     let (a, b) = (
         plain[0]["annotator"].as_str().unwrap(),
