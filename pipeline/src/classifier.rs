@@ -62,15 +62,15 @@ pub enum ClassifierError {
     },
     /// The adapters are not the ones the heads were trained with.
     #[error(
-        "heads in {} were trained with adapters {expected}, but the adapters loaded are {found}; retrain with `tomlite train`",
+        "heads in {} were trained with {expected}, but the encoder was loaded with {found}; use the heads of those adapters or retrain with `tomlite train`",
         dir.display()
     )]
     AdaptersMismatch {
         /// The heads directory.
         dir: PathBuf,
-        /// What the heads' card names (`none`: trained on the base encoder).
+        /// What the heads' card names (`no adapters` or `adapters <sha256>`).
         expected: String,
-        /// What was loaded (`none`: no adapters).
+        /// What was loaded, the same way.
         found: String,
     },
     /// The heads were trained on another encoder.
@@ -224,6 +224,11 @@ impl<V> Generations<V> {
 /// Tom_kinds whose tags look for an earlier memory to link to.
 pub const MEMORY_LINK_KINDS: [&str; 2] = ["unresolved_thread", "goal"];
 
+/// `adapters <sha256>`, or `no adapters`.
+fn describe(adapters: Option<&str>) -> String {
+    adapters.map_or_else(|| "no adapters".to_string(), |a| format!("adapters {a}"))
+}
+
 fn to_f32(v: Vec<f64>) -> Vec<f32> {
     v.into_iter().map(|x| x as f32).collect()
 }
@@ -297,8 +302,8 @@ impl Classifier {
         if trained_with != encoder.adapters_sha256() {
             return Err(ClassifierError::AdaptersMismatch {
                 dir: heads_dir.to_path_buf(),
-                expected: trained_with.unwrap_or("none").to_string(),
-                found: encoder.adapters_sha256().unwrap_or("none").to_string(),
+                expected: describe(trained_with),
+                found: describe(encoder.adapters_sha256()),
             });
         }
         let heads_sha = crate::sha256_file(&heads_dir.join(tomlite_models::heads::HEADS_FILE))

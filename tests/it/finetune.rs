@@ -445,7 +445,16 @@ fn zero_adapters_annotate_as_without_and_change_the_annotator_id() {
         ],
     );
     assert_ne!(refused.code, 0);
-    assert!(refused.stderr.contains("adapters"), "{}", refused.stderr);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    let tuned = sha256(&env.path("tuned/adapters.safetensors"));
+    assert!(
+        refused.stderr.contains("trained with no adapters")
+            && refused
+                .stderr
+                .contains(&format!("loaded with adapters {tuned}")),
+        "{}",
+        refused.stderr
+    );
 
     // The same heads, their card naming zero-B adapters.
     let dir = env.path("zero");
