@@ -653,6 +653,10 @@ fn finetune(
             })
             .collect()
     };
+    let checkpoint_dir = cfg.heads_dir.join(CHECKPOINT_DIR);
+    let resumable = checkpoint_dir
+        .join(tomlite_models::finetune::CHECKPOINT_STATE_FILE)
+        .is_file();
     let opts = FineTuneOptions {
         epochs: ft.epochs,
         seed: ft.seed,
@@ -672,7 +676,7 @@ fn finetune(
                 .collect(),
             INTENSITIES.len(),
         ),
-        checkpoint_dir: Some(cfg.heads_dir.join(CHECKPOINT_DIR)),
+        checkpoint_dir: Some(checkpoint_dir),
         resume: ft.resume,
         ..FineTuneOptions::default()
     };
@@ -687,7 +691,11 @@ fn finetune(
         examples.len().div_ceil(opts.batch_size),
         opts.lora.rank,
         opts.seed,
-        if ft.resume { ", resuming" } else { "" },
+        match (ft.resume, resumable) {
+            (true, true) => ", resuming from its checkpoint",
+            (true, false) => ", --resume: no checkpoint yet, from the start",
+            _ => "",
+        },
     ));
     let tuned = tuner.train(&examples, &specs, &opts, steps)?;
     let seconds = started.elapsed().as_secs_f64();

@@ -321,7 +321,11 @@ fn train_fine_tunes_a_tiny_bert_writes_adapters_card_checkpoint_and_resumes() {
 
     // Resume to 2 epochs: the checkpoint's epoch is not run again.
     let resumed = train(&env, "out", &["--resume", "--epochs", "2"]).ok();
-    assert!(resumed.stderr.contains("resuming"), "{}", resumed.stderr);
+    assert!(
+        resumed.stderr.contains("resuming from its checkpoint"),
+        "{}",
+        resumed.stderr
+    );
     assert!(resumed.stderr.contains("epoch 2/2"), "{}", resumed.stderr);
     assert!(!resumed.stderr.contains("epoch 1/2"), "{}", resumed.stderr);
     let card2 = read_json(&env.path("out/adapters.json"));
@@ -340,7 +344,12 @@ fn train_fine_tunes_a_tiny_bert_writes_adapters_card_checkpoint_and_resumes() {
     );
 
     // One uninterrupted 2-epoch run with the same seed trains the same adapters.
-    train(&env, "whole", &["--epochs", "2"]).ok();
+    let whole = train(&env, "whole", &["--epochs", "2", "--resume"]).ok();
+    assert!(
+        whole.stderr.contains("no checkpoint yet"),
+        "{}",
+        whole.stderr
+    );
     assert_eq!(
         sha256(&env.path("whole/adapters.safetensors")),
         sha256(&env.path("out/adapters.safetensors"))
