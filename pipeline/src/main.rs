@@ -60,7 +60,8 @@ enum Command {
     Policy(PolicyArgs),
     /// Annotate records with the local classifier; write DESIGN.md's annotation JSONL.
     Annotate(AnnotateArgs),
-    /// Train and calibrate the heads from the committed labeled data.
+    /// Fine-tune the encoder (LoRA adapters) and train and calibrate the
+    /// heads from the committed labeled data (--frozen: the heads only).
     Train(TrainArgs),
     /// Measure the classifier on labeled records and/or a GoEmotions split.
     Eval(EvalArgs),
@@ -284,7 +285,7 @@ struct TrainArgs {
     /// Use only the first N examples of each source (quick checks).
     #[arg(long)]
     limit: Option<usize>,
-    /// Use at most N GoEmotions train examples, evenly spaced (embedding them dominates training time).
+    /// Use at most N GoEmotions train examples, evenly spaced, for the heads (embedding them dominates their training time).
     #[arg(long)]
     max_goemotions: Option<usize>,
     /// Cache of training-text embeddings (default target/tomlite-train-cache; "none" to disable).
