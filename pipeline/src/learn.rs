@@ -69,6 +69,15 @@ pub enum LearnError {
     /// The training registry cannot be used.
     #[error(transparent)]
     Nodes(Box<crate::nodes::NodesError>),
+    /// The adapters' card cannot be updated.
+    #[error("cannot update {}", path.display())]
+    Card {
+        /// The card.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
     /// Stale adapters cannot be removed from the output folder.
     #[error("cannot remove {}", path.display())]
     Remove {
@@ -1170,7 +1179,37 @@ pub fn train_with_steps(
         card,
     };
     heads.save(&cfg.heads_dir)?;
+    if finetuned.is_some() {
+        // The adapters' card also carries the dev figures of the heads
+        // fitted on them (the card's hashes are unchanged).
+        let dev: BTreeMap<&str, serde_json::Value> = heads
+            .card
+            .heads
+            .iter()
+            .map(|h| (h.spec.name.as_str(), h.metrics.clone()))
+            .collect();
+        add_card_figures(&cfg.heads_dir, json!({"dev": dev}))?;
+    }
     Ok(heads.card)
+}
+
+/// Adds `extra`'s fields to the `figures` of the adapters' card in `dir`.
+fn add_card_figures(dir: &Path, extra: serde_json::Value) -> Result<(), LearnError> {
+    let path = dir.join(tomlite_models::finetune::ADAPTERS_CARD_FILE);
+    let io = |source| LearnError::Card {
+        path: path.clone(),
+        source,
+    };
+    let mut card: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).map_err(io)?).map_err(|e| io(e.into()))?;
+    if let (Some(figures), Some(extra)) = (card["figures"].as_object_mut(), extra.as_object()) {
+        figures.extend(extra.clone());
+    }
+    let mut text = serde_json::to_string_pretty(&card).map_err(|e| io(e.into()))?;
+    text.push('\n');
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, text).map_err(io)?;
+    std::fs::rename(&tmp, &path).map_err(io)
 }
 
 fn single_metrics(

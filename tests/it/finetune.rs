@@ -283,6 +283,16 @@ fn train_fine_tunes_a_tiny_bert_writes_adapters_card_checkpoint_and_resumes() {
     );
     assert_eq!(card["figures"]["epoch_losses"].as_array().unwrap().len(), 1);
     assert_eq!(card["figures"]["goemotions_examples"], 12);
+    // ... and the dev figures of the heads fitted on the adapters, ECE
+    // before and after calibration per head.
+    for head in ["tom_kind", "intensity"] {
+        let m = &card["figures"]["dev"][head];
+        assert!(
+            m["ece_before"].is_number() && m["ece_after"].is_number(),
+            "{head}: {m}"
+        );
+    }
+    assert!(card["figures"]["dev"]["affect"]["goemotions_dev"]["ece_after"].is_number());
     // Records of a held-out style and the calibration slice never train
     // the encoder; every other record does, with its quotes.
     let held_out =
