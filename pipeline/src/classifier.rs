@@ -1,5 +1,7 @@
 //! The local classifier: the MiniLM encoder plus the trained heads, as an
-//! [`Annotator`]. It is the default annotator of `tomlite run`.
+//! [`Annotator`]. It is the default annotator of `tomlite run`. When the
+//! heads were fitted on a fine-tuned encoder, its LoRA adapters are merged
+//! into the encoder's weights at load ([`Classifier::load_with_adapters`]).
 //!
 //! Per record: one forward pass over the text (identical texts once per
 //! pass); the heads give tom_kind probabilities (multi-label), an affect and
