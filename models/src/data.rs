@@ -22,6 +22,10 @@ pub struct LabeledRecord {
     pub created_at: String,
     /// The gold labels.
     pub gold: Gold,
+    /// How the record is written (`data/training/styles`); `None` for the
+    /// first set.
+    #[serde(default)]
+    pub style: Option<String>,
 }
 
 /// Gold labels of one record (LABELING.md).

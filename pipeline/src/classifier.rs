@@ -1,5 +1,7 @@
 //! The local classifier: the MiniLM encoder plus the trained heads, as an
-//! [`Annotator`]. It is the default annotator of `tomlite run`.
+//! [`Annotator`]. It is the default annotator of `tomlite run`. When the
+//! heads were fitted on a fine-tuned encoder, its LoRA adapters are merged
+//! into the encoder's weights at load ([`Classifier::load_with_adapters`]).
 //!
 //! Per record: one forward pass over the text (identical texts once per
 //! pass); the heads give tom_kind probabilities (multi-label), an affect and
@@ -42,6 +44,11 @@ pub const SECOND_KIND_MIN: f32 = 0.5;
 pub const DEFAULT_MODEL_DIR: &str = "models/artifacts/all-MiniLM-L6-v2";
 /// Where the trained heads live, relative to the repository.
 pub const DEFAULT_HEADS_DIR: &str = "models/artifacts/heads";
+/// Where `tomlite train` writes the fine-tuned adapters and their heads,
+/// relative to the repository.
+pub const DEFAULT_ADAPTERS_DIR: &str = "models/artifacts/adapters";
+/// The adapters' file in a heads or adapters folder.
+pub use tomlite_models::finetune::ADAPTERS_FILE;
 
 /// The classifier cannot be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +61,19 @@ pub enum ClassifierError {
         /// The underlying error.
         #[source]
         source: Box<tomlite_models::Error>,
+    },
+    /// The adapters are not the ones the heads were trained with.
+    #[error(
+        "heads in {} were trained with {expected}, but the encoder was loaded with {found}; use the heads of those adapters or retrain with `tomlite train`",
+        dir.display()
+    )]
+    AdaptersMismatch {
+        /// The heads directory.
+        dir: PathBuf,
+        /// What the heads' card names (`no adapters` or `adapters <sha256>`).
+        expected: String,
+        /// What was loaded, the same way.
+        found: String,
     },
     /// The heads were trained on another encoder.
     #[error(
@@ -206,12 +226,20 @@ impl<V> Generations<V> {
 /// Tom_kinds whose tags look for an earlier memory to link to.
 pub const MEMORY_LINK_KINDS: [&str; 2] = ["unresolved_thread", "goal"];
 
+/// `adapters <sha256>`, or `no adapters`.
+fn describe(adapters: Option<&str>) -> String {
+    adapters.map_or_else(|| "no adapters".to_string(), |a| format!("adapters {a}"))
+}
+
 fn to_f32(v: Vec<f64>) -> Vec<f32> {
     v.into_iter().map(|x| x as f32).collect()
 }
 
 impl Classifier {
-    /// Loads the encoder from `model_dir` and the heads from `heads_dir`.
+    /// Loads the encoder from `model_dir` and the heads from `heads_dir`,
+    /// with the LoRA adapters of `heads_dir` ([`ADAPTERS_FILE`]) merged
+    /// into the encoder's weights when the folder has them
+    /// ([`Classifier::load_with_adapters`]).
     ///
     /// `precision` is the encoder's ([`Precision`]); an int8 encoder is
     /// another annotator (its identity says so), as its scores differ from
@@ -222,15 +250,44 @@ impl Classifier {
         abstain_below: f64,
         precision: Precision,
     ) -> Result<Self, ClassifierError> {
+        Self::load_with_adapters(model_dir, heads_dir, None, abstain_below, precision)
+    }
+
+    /// [`Classifier::load`] with the adapters taken from `adapters_dir`
+    /// (its [`ADAPTERS_FILE`]) instead of `heads_dir`.
+    ///
+    /// The adapters are merged into the base weights at load
+    /// (`W + B·A·alpha/rank`), so the fused f32 and int8 paths run as
+    /// without them. The heads' card names the adapters they were trained
+    /// with (`training.adapters_sha256`); loading other adapters, or none
+    /// where the card names some, is an error. The annotator id then
+    /// covers the adapters' sha256 too, so state never mixes models;
+    /// without adapters the id is what it always was.
+    pub fn load_with_adapters(
+        model_dir: &Path,
+        heads_dir: &Path,
+        adapters_dir: Option<&Path>,
+        abstain_below: f64,
+        precision: Precision,
+    ) -> Result<Self, ClassifierError> {
         let options = tomlite_models::EncodeOptions {
             precision,
             ..tomlite_models::EncodeOptions::default()
         };
-        let encoder = Encoder::load_with_options(model_dir, options).map_err(|source| {
-            ClassifierError::Load {
-                dir: model_dir.to_path_buf(),
-                source: Box::new(source),
-            }
+        let adapters_file = adapters_dir
+            .map(|d| d.join(ADAPTERS_FILE))
+            .or_else(|| Some(heads_dir.join(ADAPTERS_FILE)).filter(|f| f.is_file()));
+        let encoder = match &adapters_file {
+            Some(f) => Encoder::load_with_adapters(model_dir, f, options),
+            None => Encoder::load_with_options(model_dir, options),
+        }
+        .map_err(|source| ClassifierError::Load {
+            dir: adapters_file
+                .as_deref()
+                .and_then(Path::parent)
+                .unwrap_or(model_dir)
+                .to_path_buf(),
+            source: Box::new(source),
         })?;
         let heads = Heads::load(heads_dir).map_err(|source| ClassifierError::Load {
             dir: heads_dir.to_path_buf(),
@@ -243,10 +300,22 @@ impl Classifier {
                 found: encoder.sha256().to_string(),
             });
         }
+        let trained_with = heads.card.training["adapters_sha256"].as_str();
+        if trained_with != encoder.adapters_sha256() {
+            return Err(ClassifierError::AdaptersMismatch {
+                dir: heads_dir.to_path_buf(),
+                expected: describe(trained_with),
+                found: describe(encoder.adapters_sha256()),
+            });
+        }
         let heads_sha = crate::sha256_file(&heads_dir.join(tomlite_models::heads::HEADS_FILE))
             .unwrap_or_default();
         let mut h = Sha256::new();
         h.update(encoder.sha256().as_bytes());
+        if let Some(a) = encoder.adapters_sha256() {
+            h.update(b"lora");
+            h.update(a.as_bytes());
+        }
         h.update(heads_sha.as_bytes());
         h.update(abstain_below.to_le_bytes());
         h.update(SECOND_KIND_MIN.to_le_bytes());
@@ -262,8 +331,13 @@ impl Classifier {
             }
         };
         let sha256 = hex::encode(h.finalize());
+        let lora = if encoder.adapters_sha256().is_some() {
+            "+lora"
+        } else {
+            ""
+        };
         Ok(Self {
-            id: format!("{id_prefix}+heads@{}", &sha256[..12]),
+            id: format!("{id_prefix}{lora}+heads@{}", &sha256[..12]),
             digest: truncate(&hex::decode(&sha256).unwrap_or_default()),
             sha256,
             encoder,

@@ -102,6 +102,11 @@ fn encode_pooled(
         let mut h = Sha256::new();
         h.update(b"pooled-v1");
         h.update(encoder.sha256().as_bytes());
+        // A fine-tuned encoder embeds differently: its own cache entries.
+        if let Some(a) = encoder.adapters_sha256() {
+            h.update(b"lora");
+            h.update(a.as_bytes());
+        }
         for (r, s) in records.iter().zip(&spans) {
             h.update((r.text.len() as u64).to_le_bytes());
             h.update(r.text.as_bytes());

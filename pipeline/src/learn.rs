@@ -1,10 +1,21 @@
 //! `tomlite train` and `tomlite eval`: fit the heads on the labeled data,
 //! calibrate them on held-out data, and measure them.
 //!
-//! Data: the project's ToM-lite set (`data/training/tom_lite/*.jsonl`,
-//! 15 % of ids held out as dev by a stable hash) and GoEmotions (train for
-//! the affect head, dev for its calibration and evaluation), mapped to the
-//! six affects as LABELING.md says.
+//! Data: the project's ToM-lite sets (`data/training/tom_lite/*.jsonl`,
+//! and `data/training/styles/*.jsonl`, records that name their `style`)
+//! and GoEmotions (train for the affect head, dev for its calibration and
+//! evaluation), mapped to the six affects as LABELING.md says. The dev
+//! split ([`is_held_out`]) holds out whole styles ([`HELD_OUT_STYLES`]),
+//! and 15 % of the ids (stable hash) of the records without a style.
+//!
+//! Two ways to train. By default the encoder is fine-tuned first
+//! ([`FineTuneConfig`]): LoRA adapters trained jointly with the three
+//! heads by the models crate ([`tomlite_models::finetune`]) on the training
+//! records, their gold quotes, the curated decisions and GoEmotions
+//! comments; the adapters are saved beside the heads and merged into the
+//! encoder, and the heads are then fitted and calibrated on the fine-tuned
+//! embeddings exactly as on the frozen ones. With `--frozen` the encoder
+//! stays as downloaded (the committed heads come from that path).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,6 +25,7 @@ use serde::Serialize;
 use serde_json::json;
 use tomlite_models::Encoder;
 use tomlite_models::data::{AffectExample, LabeledRecord, is_dev, read_goemotions, read_labeled};
+use tomlite_models::finetune::{Example, FineTuneOptions, FineTuner, HeadSpecs, Progress};
 use tomlite_models::heads::{Card, Head, HeadCard, HeadSpec, Heads, Targets, TrainOptions};
 use tomlite_models::metrics::{
     LabelScore, classification_report, ece, fit_temperature_sigmoid, fit_temperature_softmax,
@@ -57,6 +69,24 @@ pub enum LearnError {
     /// The training registry cannot be used.
     #[error(transparent)]
     Nodes(Box<crate::nodes::NodesError>),
+    /// The adapters' card cannot be updated.
+    #[error("cannot update {}", path.display())]
+    Card {
+        /// The card.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Stale adapters cannot be removed from the output folder.
+    #[error("cannot remove {}", path.display())]
+    Remove {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
     /// A data file cannot be hashed.
     #[error("cannot read {}", path.display())]
     Io {
@@ -105,7 +135,85 @@ pub struct TrainConfig {
     pub nodes: Option<PathBuf>,
     /// A staging directory whose curated decisions become examples.
     pub curated: Option<PathBuf>,
+    /// Fine-tune the encoder first (`None`: frozen encoder).
+    pub finetune: Option<FineTuneConfig>,
 }
+
+/// Whole styles of `data/training/styles` held out of training, for the
+/// dev split and `tomlite eval --dev`: four kinds of writing the others do
+/// not cover (emoji-heavy social posts, memories told in the third person,
+/// reported speech of other people, logistics with no signal).
+pub const HELD_OUT_STYLES: [&str; 4] = [
+    "emoji_social",
+    "third_person_memory",
+    "reported_speech",
+    "logistics_admin",
+];
+
+/// Whether a labeled record belongs to the dev split: its style is one of
+/// [`HELD_OUT_STYLES`]; a record without a style (the first set) by the
+/// stable hash of its id ([`is_dev`], 15 %).
+pub fn is_held_out(r: &LabeledRecord) -> bool {
+    match &r.style {
+        Some(style) => HELD_OUT_STYLES.contains(&style.as_str()),
+        None => is_dev(&r.id),
+    }
+}
+
+/// FNV-1a of an id, as [`is_dev`] hashes it, in 0..100.
+fn id_bucket(id: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in id.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h % 100
+}
+
+/// Whether a training record is kept out of fine-tuning so that the
+/// calibration of the heads fitted afterwards sees records the encoder
+/// never saw: the ids whose hash falls in 15..35 (a fifth of them; dev
+/// is 0..15).
+pub fn is_calibration(id: &str) -> bool {
+    (15..35).contains(&id_bucket(id))
+}
+
+/// How `tomlite train` fine-tunes the encoder.
+#[derive(Debug, Clone)]
+pub struct FineTuneConfig {
+    /// Passes over the examples.
+    pub epochs: usize,
+    /// Seed of the adapters, the heads, the batch order and the
+    /// GoEmotions sample.
+    pub seed: u64,
+    /// GoEmotions comments drawn (seeded) from the train split into the
+    /// examples; each epoch passes over them once.
+    pub goemotions: usize,
+    /// Examples per step.
+    pub batch_size: usize,
+    /// Longest training sequence in tokens.
+    pub max_tokens: usize,
+    /// Continue from the checkpoint of an interrupted run with the same
+    /// settings and data.
+    pub resume: bool,
+}
+
+impl Default for FineTuneConfig {
+    fn default() -> Self {
+        let lib = FineTuneOptions::default();
+        Self {
+            epochs: lib.epochs,
+            seed: lib.seed,
+            goemotions: 8_000,
+            batch_size: lib.batch_size,
+            max_tokens: lib.max_tokens,
+            resume: false,
+        }
+    }
+}
+
+/// Folder of the fine-tuning checkpoint, inside the output folder.
+pub const CHECKPOINT_DIR: &str = "checkpoint";
 
 fn index_of(labels: &[&str], l: &str) -> Option<usize> {
     labels.iter().position(|x| *x == l)
@@ -129,6 +237,11 @@ fn embed(
         use sha2::{Digest as _, Sha256};
         let mut h = Sha256::new();
         h.update(encoder.sha256().as_bytes());
+        // A fine-tuned encoder embeds differently: its own cache entries.
+        if let Some(a) = encoder.adapters_sha256() {
+            h.update(b"lora");
+            h.update(a.as_bytes());
+        }
         for t in texts {
             h.update((t.len() as u64).to_le_bytes());
             h.update(t.as_bytes());
@@ -422,6 +535,209 @@ fn class_weights(labels: &[usize], n: usize) -> Vec<f32> {
     labels.iter().map(|&l| w[l] / mean).collect()
 }
 
+/// sha256 of every data file, keyed `<folder>/<file>`.
+fn data_hashes(cfg: &TrainConfig) -> Result<BTreeMap<String, String>, LearnError> {
+    let mut out = BTreeMap::new();
+    for f in cfg
+        .tom_files
+        .iter()
+        .chain([&cfg.goemotions_train, &cfg.goemotions_dev])
+    {
+        let sha = crate::sha256_file(f).map_err(|source| LearnError::Io {
+            path: f.clone(),
+            source,
+        })?;
+        let name = |p: Option<&Path>| {
+            p.and_then(Path::file_name)
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        };
+        out.insert(format!("{}/{}", name(f.parent()), name(Some(f))), sha);
+    }
+    Ok(out)
+}
+
+/// What fine-tuning trains on.
+struct FineTuneData<'a> {
+    records: &'a [LabeledRecord],
+    tr: &'a TomSet,
+    cur: &'a CuratedSet,
+    goemotions: &'a [AffectExample],
+    data_hashes: &'a BTreeMap<String, String>,
+}
+
+/// The adapters a fine-tuning run saved.
+struct FineTunedInfo {
+    /// sha256 of the adapters file.
+    sha256: String,
+    /// What the heads' card says of the run.
+    summary: serde_json::Value,
+}
+
+/// The fine-tuning examples: each training record (all three heads) and
+/// its gold quotes (tom_kind), except the calibration slice
+/// ([`is_calibration`]); the curated decisions (tom_kind); `n` GoEmotions
+/// comments drawn with the seed (affect only).
+fn finetune_examples(data: &FineTuneData<'_>, n: usize, seed: u64) -> Vec<Example> {
+    let kinds = TOM_KINDS.len();
+    let tr = data.tr;
+    let mut out = Vec::with_capacity(tr.texts.len() + data.cur.texts.len() + n);
+    let targets = multi_hot(&tr.kinds, kinds);
+    for (i, text) in tr.texts.iter().enumerate() {
+        let g = tr.group[i];
+        if is_calibration(&data.records[g].id) {
+            continue;
+        }
+        let first = i == 0 || tr.group[i - 1] != g;
+        out.push(if first {
+            Example::record(
+                text.clone(),
+                targets[i].clone(),
+                tr.affect[i] as u32,
+                tr.intensity[i] as u32,
+            )
+        } else {
+            Example::sentence(text.clone(), targets[i].clone())
+        });
+    }
+    for (text, t) in data.cur.texts.iter().zip(&data.cur.targets) {
+        out.push(Example::sentence(text.clone(), t.clone()));
+    }
+    let mut order: Vec<usize> = (0..data.goemotions.len()).collect();
+    tomlite_models::heads::Rng::new(seed ^ 0x6E0E_0710).shuffle(&mut order);
+    for &i in order.iter().take(n) {
+        let e = &data.goemotions[i];
+        out.push(Example::affect_only(
+            e.text.clone(),
+            index_of(&AFFECTS, e.affect).unwrap_or(5) as u32,
+        ));
+    }
+    out
+}
+
+/// Fine-tunes the encoder's adapters with the three heads (models crate),
+/// checkpointing each epoch into `<heads_dir>/checkpoint`, and saves the
+/// adapters and their card into the heads directory.
+fn finetune(
+    cfg: &TrainConfig,
+    ft: &FineTuneConfig,
+    data: &FineTuneData<'_>,
+    progress: &mut dyn FnMut(&str),
+    steps: &mut dyn FnMut(&Progress),
+) -> Result<FineTunedInfo, LearnError> {
+    let started = std::time::Instant::now();
+    let tuner = FineTuner::load(&cfg.model_dir)?;
+    let examples = finetune_examples(data, ft.goemotions, ft.seed);
+    let count = |f: fn(&Example) -> bool| examples.iter().filter(|e| f(e)).count();
+    let specs = HeadSpecs {
+        tom_kind: HeadSpec {
+            name: "tom_kind".into(),
+            labels: TOM_KINDS.iter().map(|s| s.to_string()).collect(),
+            multi_label: true,
+            hidden: 0,
+        },
+        affect: HeadSpec {
+            name: "affect".into(),
+            labels: AFFECTS.iter().map(|s| s.to_string()).collect(),
+            multi_label: false,
+            hidden: 0,
+        },
+        intensity: HeadSpec {
+            name: "intensity".into(),
+            labels: INTENSITIES.iter().map(|s| s.to_string()).collect(),
+            multi_label: false,
+            hidden: 0,
+        },
+    };
+    let class = |labels: Vec<usize>, n: usize| -> Vec<f32> {
+        // Per class: the mean of class_weights' per-example weights.
+        let w = class_weights(&labels, n);
+        (0..n)
+            .map(|c| {
+                labels
+                    .iter()
+                    .zip(&w)
+                    .find(|(l, _)| **l == c)
+                    .map_or(1.0, |(_, w)| *w)
+            })
+            .collect()
+    };
+    let checkpoint_dir = cfg.heads_dir.join(CHECKPOINT_DIR);
+    let resumable = checkpoint_dir
+        .join(tomlite_models::finetune::CHECKPOINT_STATE_FILE)
+        .is_file();
+    let opts = FineTuneOptions {
+        epochs: ft.epochs,
+        seed: ft.seed,
+        batch_size: ft.batch_size,
+        max_tokens: ft.max_tokens,
+        affect_class_weights: class(
+            examples
+                .iter()
+                .filter_map(|e| e.affect.map(|a| a as usize))
+                .collect(),
+            AFFECTS.len(),
+        ),
+        intensity_class_weights: class(
+            examples
+                .iter()
+                .filter_map(|e| e.intensity.map(|a| a as usize))
+                .collect(),
+            INTENSITIES.len(),
+        ),
+        checkpoint_dir: Some(checkpoint_dir),
+        resume: ft.resume,
+        ..FineTuneOptions::default()
+    };
+    progress(&format!(
+        "fine-tuning {} ({} examples: {} records, {} sentences, {} GoEmotions; {} epochs of {} steps, LoRA rank {}, seed {}{})",
+        cfg.model_dir.display(),
+        examples.len(),
+        count(|e| e.intensity.is_some()),
+        count(|e| e.tom_kind.is_some() && e.intensity.is_none()),
+        count(|e| e.tom_kind.is_none()),
+        opts.epochs,
+        examples.len().div_ceil(opts.batch_size),
+        opts.lora.rank,
+        opts.seed,
+        match (ft.resume, resumable) {
+            (true, true) => ", resuming from its checkpoint",
+            (true, false) => ", --resume: no checkpoint yet, from the start",
+            _ => "",
+        },
+    ));
+    let tuned = tuner.train(&examples, &specs, &opts, steps)?;
+    let seconds = started.elapsed().as_secs_f64();
+    let figures = json!({
+        "epoch_losses": tuned.epoch_losses,
+        "train_seconds": (seconds * 10.0).round() / 10.0,
+        "examples": examples.len(),
+        "record_examples": count(|e| e.intensity.is_some()),
+        "sentence_examples": count(|e| e.tom_kind.is_some() && e.intensity.is_none()),
+        "goemotions_examples": count(|e| e.tom_kind.is_none()),
+        "calibration_records_held_back": data.records.iter().filter(|r| is_calibration(&r.id)).count(),
+        "held_out_styles": HELD_OUT_STYLES,
+    });
+    let card = tuned.card(json!({"files": data.data_hashes}), figures.clone());
+    let sha256 = tuned.save(&cfg.heads_dir, &card)?;
+    progress(&format!(
+        "adapters written to {} (sha256 {}), {:.0}s",
+        cfg.heads_dir.display(),
+        &sha256[..12],
+        seconds
+    ));
+    Ok(FineTunedInfo {
+        summary: json!({
+            "adapters_sha256": sha256,
+            "seed": opts.seed,
+            "epochs": opts.epochs,
+            "lora": opts.lora,
+            "figures": figures,
+        }),
+        sha256,
+    })
+}
+
 fn read_all(files: &[PathBuf]) -> Result<Vec<(String, LabeledRecord)>, LearnError> {
     let mut out = Vec::new();
     for f in files {
@@ -434,10 +750,18 @@ fn read_all(files: &[PathBuf]) -> Result<Vec<(String, LabeledRecord)>, LearnErro
 
 /// Trains, calibrates and saves the heads; returns the card.
 pub fn train(cfg: &TrainConfig, progress: &mut dyn FnMut(&str)) -> Result<Card, LearnError> {
-    let encoder = Encoder::load(&cfg.model_dir)?;
+    train_with_steps(cfg, progress, &mut |_| {})
+}
+
+/// [`train`], with `steps` called after every fine-tuning step.
+pub fn train_with_steps(
+    cfg: &TrainConfig,
+    progress: &mut dyn FnMut(&str),
+    steps: &mut dyn FnMut(&Progress),
+) -> Result<Card, LearnError> {
     let take = |n: usize| cfg.limit.map_or(n, |l| l.min(n));
     let all = read_all(&cfg.tom_files)?;
-    let (dev, train): (Vec<_>, Vec<_>) = all.into_iter().partition(|(_, r)| is_dev(&r.id));
+    let (dev, train): (Vec<_>, Vec<_>) = all.into_iter().partition(|(_, r)| is_held_out(r));
     let path =
         |v: &[(String, LabeledRecord)]| v.first().map(|(p, _)| p.clone()).unwrap_or_default();
     let train_recs: Vec<LabeledRecord> = train
@@ -454,6 +778,8 @@ pub fn train(cfg: &TrainConfig, progress: &mut dyn FnMut(&str)) -> Result<Card, 
     let dv = tom_set(&dev_recs, &path(&dev), false)?;
     let ge_train = read_goemotions(&cfg.goemotions_train)?;
     let ge_dev = read_goemotions(&cfg.goemotions_dev)?;
+    // Fine-tuning draws its own sample from the whole split.
+    let ge_all: Vec<AffectExample> = ge_train.iter().take(take(usize::MAX)).cloned().collect();
     let ge_train: Vec<AffectExample> = match cfg.max_goemotions {
         Some(m) if m < ge_train.len() => {
             let step = ge_train.len() as f64 / m as f64;
@@ -473,6 +799,64 @@ pub fn train(cfg: &TrainConfig, progress: &mut dyn FnMut(&str)) -> Result<Card, 
         ge_train.len(),
         ge_dev.len()
     ));
+
+    // Curated decisions join the tom_kind head's examples (never dev, never
+    // the calibration rows below, which are the labeled records only).
+    let curated_rows: Vec<crate::curate::CuratedRow> = match &cfg.curated {
+        Some(dir) => crate::curate::Curated::load(dir)
+            .map_err(|e| LearnError::Curated(Box::new(e)))?
+            .rows()
+            .cloned()
+            .collect(),
+        None => Vec::new(),
+    };
+    let cur = curated_set(&curated_rows);
+    let data_hashes = data_hashes(cfg)?;
+    let finetuned = match &cfg.finetune {
+        Some(ft) => Some(finetune(
+            cfg,
+            ft,
+            &FineTuneData {
+                records: &train_recs,
+                tr: &tr,
+                cur: &cur,
+                goemotions: &ge_all,
+                data_hashes: &data_hashes,
+            },
+            progress,
+            steps,
+        )?),
+        None => None,
+    };
+    if finetuned.is_none() {
+        // Adapters left in the folder by a fine-tuning run belong to other
+        // heads than the ones written here: the classifier would refuse
+        // the pair.
+        for f in [
+            tomlite_models::finetune::ADAPTERS_FILE,
+            tomlite_models::finetune::ADAPTERS_CARD_FILE,
+        ] {
+            let p = cfg.heads_dir.join(f);
+            if p.is_file() {
+                std::fs::remove_file(&p).map_err(|source| LearnError::Remove {
+                    path: p.clone(),
+                    source,
+                })?;
+                progress(&format!(
+                    "removed {} (adapters of earlier heads; these are trained without)",
+                    p.display()
+                ));
+            }
+        }
+    }
+    let encoder = match &finetuned {
+        Some(_) => Encoder::load_with_adapters(
+            &cfg.model_dir,
+            &cfg.heads_dir.join(tomlite_models::finetune::ADAPTERS_FILE),
+            tomlite_models::EncodeOptions::default(),
+        )?,
+        None => Encoder::load(&cfg.model_dir)?,
+    };
 
     let cache = cfg.cache.as_deref();
     let x_tr = embed(
@@ -503,17 +887,6 @@ pub fn train(cfg: &TrainConfig, progress: &mut dyn FnMut(&str)) -> Result<Card, 
         hidden: 0,
     };
     let mut epochs_log = Vec::new();
-    // Curated decisions join the tom_kind head's examples (never dev, never
-    // the calibration rows below, which are the labeled records only).
-    let curated_rows: Vec<crate::curate::CuratedRow> = match &cfg.curated {
-        Some(dir) => crate::curate::Curated::load(dir)
-            .map_err(|e| LearnError::Curated(Box::new(e)))?
-            .rows()
-            .cloned()
-            .collect(),
-        None => Vec::new(),
-    };
-    let cur = curated_set(&curated_rows);
     let (x_tom, tom_targets, tom_group) = if cur.texts.is_empty() {
         (
             x_tr.clone(),
@@ -623,9 +996,16 @@ pub fn train(cfg: &TrainConfig, progress: &mut dyn FnMut(&str)) -> Result<Card, 
     let first_of_record: Vec<bool> = (0..tr.group.len())
         .map(|i| i == 0 || tr.group[i] != tr.group[i - 1])
         .collect();
+    // After fine-tuning, only the records the encoder did not see give
+    // honest held-out scores.
+    let unseen: Vec<bool> = tr
+        .group
+        .iter()
+        .map(|&g| cfg.finetune.is_none() || is_calibration(&train_recs[g].id))
+        .collect();
     let oob_rows = |oob: &[Option<Vec<f32>>]| -> Vec<usize> {
         (0..first_of_record.len().min(oob.len()))
-            .filter(|&i| first_of_record[i] && oob[i].is_some())
+            .filter(|&i| first_of_record[i] && unseen[i] && oob[i].is_some())
             .collect()
     };
     let rows = oob_rows(&tom_bag.oob);
@@ -743,29 +1123,6 @@ pub fn train(cfg: &TrainConfig, progress: &mut dyn FnMut(&str)) -> Result<Card, 
         int_metrics["macro_f1"].as_f64().unwrap_or(0.0),
     ));
 
-    let mut data_hashes = BTreeMap::new();
-    for f in cfg
-        .tom_files
-        .iter()
-        .chain([&cfg.goemotions_train, &cfg.goemotions_dev])
-    {
-        let sha = crate::sha256_file(f).map_err(|source| LearnError::Io {
-            path: f.clone(),
-            source,
-        })?;
-        let name = f
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let key = if f.starts_with(cfg.goemotions_train.parent().unwrap_or(Path::new("")))
-            && name.ends_with(".tsv")
-        {
-            format!("goemotions/{name}")
-        } else {
-            format!("tom_lite/{name}")
-        };
-        data_hashes.insert(key, sha);
-    }
     let card = Card {
         encoder_sha256: encoder.sha256().to_string(),
         heads: vec![
@@ -792,7 +1149,7 @@ pub fn train(cfg: &TrainConfig, progress: &mut dyn FnMut(&str)) -> Result<Card, 
         ],
         training_data: json!({
             "files": data_hashes,
-            "dev_split": "FNV-1a(id) % 100 < 15",
+            "dev_split": format!("styles {} held out; records without a style: FNV-1a(id) % 100 < 15", HELD_OUT_STYLES.join(", ")),
             "tom_lite_train_records": train_recs.len(),
             "tom_lite_train_examples": tr.texts.len(),
             "tom_lite_dev_records": dev_recs.len(),
@@ -804,6 +1161,8 @@ pub fn train(cfg: &TrainConfig, progress: &mut dyn FnMut(&str)) -> Result<Card, 
             "curated_from": cfg.curated.as_ref().map(|p| p.display().to_string()),
         }),
         training: json!({
+            "adapters_sha256": finetuned.as_ref().map(|f| f.sha256.clone()),
+            "finetune": finetuned.as_ref().map(|f| f.summary.clone()),
             "options": cfg.options,
             "limit": cfg.limit,
             "final_loss": epochs_log.iter().rev().map(|(n, e, l)| json!({"head": n, "epoch": e, "loss": l})).take(3).collect::<Vec<_>>(),
@@ -820,7 +1179,37 @@ pub fn train(cfg: &TrainConfig, progress: &mut dyn FnMut(&str)) -> Result<Card, 
         card,
     };
     heads.save(&cfg.heads_dir)?;
+    if finetuned.is_some() {
+        // The adapters' card also carries the dev figures of the heads
+        // fitted on them (the card's hashes are unchanged).
+        let dev: BTreeMap<&str, serde_json::Value> = heads
+            .card
+            .heads
+            .iter()
+            .map(|h| (h.spec.name.as_str(), h.metrics.clone()))
+            .collect();
+        add_card_figures(&cfg.heads_dir, json!({"dev": dev}))?;
+    }
     Ok(heads.card)
+}
+
+/// Adds `extra`'s fields to the `figures` of the adapters' card in `dir`.
+fn add_card_figures(dir: &Path, extra: serde_json::Value) -> Result<(), LearnError> {
+    let path = dir.join(tomlite_models::finetune::ADAPTERS_CARD_FILE);
+    let io = |source| LearnError::Card {
+        path: path.clone(),
+        source,
+    };
+    let mut card: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).map_err(io)?).map_err(|e| io(e.into()))?;
+    if let (Some(figures), Some(extra)) = (card["figures"].as_object_mut(), extra.as_object()) {
+        figures.extend(extra.clone());
+    }
+    let mut text = serde_json::to_string_pretty(&card).map_err(|e| io(e.into()))?;
+    text.push('\n');
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, text).map_err(io)?;
+    std::fs::rename(&tmp, &path).map_err(io)
 }
 
 fn single_metrics(
@@ -1110,7 +1499,7 @@ pub fn eval_records(
     }
     let records: Vec<LabeledRecord> = pool
         .iter()
-        .filter(|r| !dev_only || is_dev(&r.id))
+        .filter(|r| !dev_only || is_held_out(r))
         .cloned()
         .collect();
     if let Some(reg) = registry {
@@ -1150,6 +1539,7 @@ pub fn eval_records(
     let (mut tag_conf, mut tag_ok) = (Vec::new(), Vec::new());
     let (mut promoted_no_signal, mut quote_hits, mut quote_total, mut abstained) =
         (0usize, 0usize, 0usize, 0usize);
+    let mut primary_right = 0usize;
     for chunk in records.chunks(64) {
         let texts: Vec<&str> = chunk.iter().map(|r| r.text.as_str()).collect();
         let scores = clf.score(&texts)?;
@@ -1214,6 +1604,10 @@ pub fn eval_records(
             }
             if !gk.is_empty() {
                 with_kinds += 1;
+                // The primary tag's kind is the gold primary; an abstention is a miss.
+                if pk.first() == gk.first() {
+                    primary_right += 1;
+                }
             }
             if let Decision::Annotated { tags, edges, .. } = decide(
                 &rec,
@@ -1287,8 +1681,10 @@ pub fn eval_records(
     Ok(json!({
         "data": paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
         "split": if dev_only { "dev" } else { "all" },
+        "held_out_styles": HELD_OUT_STYLES,
         "records": records.len(),
         "tom_kind": {"macro_f1": macro_f1, "per_label": per, "abstained": abstained,
+                     "primary_right": ratio(primary_right, with_kinds),
                      "ece_before": ece(&kc_before, &kok_before, 15), "ece_after": ece(&kc_after, &kok_after, 15)},
         "affect": head_report(&aff_labels, &ga, &pa, &ca, &ra),
         "intensity": head_report(&int_labels, &gi, &pi, &ci, &ri),
@@ -1332,4 +1728,119 @@ pub fn eval_goemotions(clf: &mut Classifier, tsv: &Path) -> Result<serde_json::V
         }
     }
     Ok(json!({"data": tsv.display().to_string(), "affect": head_report(&labels, &g, &p, &c, &r)}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labeled(id: &str, text: &str, kinds: &[&str], quotes: &[&str]) -> LabeledRecord {
+        serde_json::from_value(json!({
+            "id": id, "text": text,
+            "gold": {"tom_kinds": kinds, "affect": "sad", "intensity": "high",
+                     "source_quotes": quotes}
+        }))
+        .expect("labeled record")
+    }
+
+    // Fine-tuning examples: records train all three heads and their quotes
+    // tom_kind only; the calibration fifth is left out; curated rejections
+    // stay a 0 for their kind and unknown (-1) for the others; GoEmotions
+    // comments train affect only, as many as asked, drawn by the seed.
+    #[test]
+    fn finetune_examples_mask_each_source_to_the_heads_it_labels() {
+        let ids: Vec<String> = (0..200).map(|i| format!("rec-{i}")).collect();
+        let cal = ids.iter().filter(|id| is_calibration(id)).count();
+        assert!(cal > 20 && cal < 60, "{cal}");
+        let records: Vec<LabeledRecord> = ids
+            .iter()
+            .map(|id| {
+                labeled(
+                    id,
+                    "I am sad. I want to rest.",
+                    &["emotion", "goal"],
+                    &["I am sad.", "I want to rest."],
+                )
+            })
+            .collect();
+        let tr = tom_set(&records, "x.jsonl", true).unwrap();
+        let mut rejected = vec![-1f32; TOM_KINDS.len()];
+        rejected[3] = 0.0;
+        let cur = CuratedSet {
+            texts: vec!["Keep it short.".into()],
+            targets: vec![rejected.clone()],
+            group: vec![0],
+            stats: BTreeMap::new(),
+        };
+        let goemotions: Vec<AffectExample> = (0..50)
+            .map(|i| AffectExample {
+                text: format!("comment {i}"),
+                affect: if i % 2 == 0 { "happy" } else { "angry" },
+            })
+            .collect();
+        let hashes = BTreeMap::new();
+        let data = FineTuneData {
+            records: &records,
+            tr: &tr,
+            cur: &cur,
+            goemotions: &goemotions,
+            data_hashes: &hashes,
+        };
+        let ex = finetune_examples(&data, 20, 7);
+        let kept = 200 - cal;
+        let recs: Vec<&Example> = ex.iter().filter(|e| e.intensity.is_some()).collect();
+        assert_eq!(recs.len(), kept);
+        let goal = TOM_KINDS.iter().position(|k| *k == "goal").unwrap();
+        let emotion = TOM_KINDS.iter().position(|k| *k == "emotion").unwrap();
+        for e in &recs {
+            let t = e.tom_kind.as_ref().unwrap();
+            assert_eq!((t[goal], t[emotion]), (1.0, 1.0));
+            assert_eq!(e.affect, Some(index_of(&AFFECTS, "sad").unwrap() as u32));
+        }
+        let sentences: Vec<&Example> = ex
+            .iter()
+            .filter(|e| e.tom_kind.is_some() && e.intensity.is_none() && e.affect.is_none())
+            .collect();
+        // Two quotes per kept record, plus the curated one.
+        assert_eq!(sentences.len(), 2 * kept + 1);
+        let q = sentences
+            .iter()
+            .find(|e| e.text == "I want to rest.")
+            .unwrap();
+        let t = q.tom_kind.as_ref().unwrap();
+        assert_eq!(t[goal], 1.0);
+        assert_eq!(t.iter().sum::<f32>(), 1.0);
+        let c = sentences
+            .iter()
+            .find(|e| e.text == "Keep it short.")
+            .unwrap();
+        assert_eq!(c.tom_kind.as_ref(), Some(&rejected));
+        let ge: Vec<&Example> = ex.iter().filter(|e| e.tom_kind.is_none()).collect();
+        assert_eq!(ge.len(), 20);
+        assert!(
+            ge.iter()
+                .all(|e| e.affect.is_some() && e.intensity.is_none())
+        );
+        assert_eq!(ex, finetune_examples(&data, 20, 7));
+        assert_ne!(ex, finetune_examples(&data, 20, 8));
+    }
+
+    // The dev split holds out whole styles; records without one by id hash.
+    #[test]
+    fn held_out_split_takes_whole_styles_and_hashes_the_rest() {
+        let mut r = labeled("a-1", "x", &[], &[]);
+        for (style, held) in [
+            ("emoji_social", true),
+            ("logistics_admin", true),
+            ("bullet_session", false),
+        ] {
+            r.style = Some(style.into());
+            assert_eq!(is_held_out(&r), held, "{style}");
+        }
+        for i in 0..100 {
+            let r = labeled(&format!("id-{i}"), "x", &[], &[]);
+            assert_eq!(is_held_out(&r), is_dev(&r.id));
+            assert!(!(is_dev(&r.id) && is_calibration(&r.id)));
+        }
+    }
 }

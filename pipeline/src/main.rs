@@ -117,7 +117,8 @@ enum Command {
     Policy(PolicyArgs),
     /// Annotate records with the local classifier; write DESIGN.md's annotation JSONL.
     Annotate(AnnotateArgs),
-    /// Train and calibrate the heads from the committed labeled data.
+    /// Fine-tune the encoder (LoRA adapters) and train and calibrate the
+    /// heads from the committed labeled data (--frozen: the heads only).
     Train(TrainArgs),
     /// Measure the classifier on labeled records and/or a GoEmotions split.
     Eval(EvalArgs),
@@ -225,6 +226,10 @@ struct ModelArgs {
     /// with integer activations (see models/PERF.md).
     #[arg(long, env = "TOMLITE_PRECISION", default_value_t = tomlite_models::EncodeOptions::default().precision)]
     precision: tomlite_models::Precision,
+    /// Folder of the LoRA adapters (adapters.safetensors) merged into the
+    /// encoder at load (default: the heads directory's, when it has them).
+    #[arg(long, env = "TOMLITE_ADAPTERS_DIR")]
+    adapters: Option<PathBuf>,
 }
 
 impl ModelArgs {
@@ -233,21 +238,34 @@ impl ModelArgs {
             self.model_dir
                 .clone()
                 .unwrap_or_else(|| repo_path(tomlite::classifier::DEFAULT_MODEL_DIR)),
-            self.heads_dir
-                .clone()
-                .unwrap_or_else(|| repo_path(tomlite::classifier::DEFAULT_HEADS_DIR)),
+            self.heads_dir.clone().unwrap_or_else(default_heads_dir),
         )
     }
 
     fn load(&self, policy: &Policy) -> Result<Classifier, Failure> {
         let (m, h) = self.dirs();
-        Classifier::load(
+        Classifier::load_with_adapters(
             &m,
             &h,
+            self.adapters.as_deref(),
             policy.classifier_policy.abstain_below,
             self.precision,
         )
         .map_err(Failure::config)
+    }
+}
+
+/// The fine-tuned folder (`models/artifacts/adapters`) when `tomlite train`
+/// has finished one there (adapters and heads), else the frozen-encoder
+/// heads (`models/artifacts/heads`).
+fn default_heads_dir() -> PathBuf {
+    let tuned = repo_path(tomlite::classifier::DEFAULT_ADAPTERS_DIR);
+    if tuned.join(tomlite::classifier::ADAPTERS_FILE).is_file()
+        && tuned.join(tomlite_models::heads::CARD_FILE).is_file()
+    {
+        tuned
+    } else {
+        repo_path(tomlite::classifier::DEFAULT_HEADS_DIR)
     }
 }
 
@@ -288,7 +306,8 @@ struct AnnotateArgs {
 
 #[derive(Debug, Args)]
 struct TrainArgs {
-    /// Labeled ToM-lite JSONL files (default: data/training/tom_lite/*.jsonl).
+    /// Labeled ToM-lite JSONL files (default: data/training/tom_lite/*.jsonl
+    /// and data/training/styles/*.jsonl).
     #[arg(long)]
     data: Vec<PathBuf>,
     /// Folder with GoEmotions train.tsv, dev.tsv and labels.txt.
@@ -297,19 +316,33 @@ struct TrainArgs {
     /// Encoder directory.
     #[arg(long, env = "TOMLITE_MODEL_DIR")]
     model_dir: Option<PathBuf>,
-    /// Where to write the heads.
+    /// Where to write the adapters and heads (default: models/artifacts/adapters;
+    /// with --frozen, models/artifacts/heads).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Passes over the data: the tom_kind and intensity heads get twice as many, the affect MLP a quarter.
-    #[arg(long, default_value_t = 30)]
-    epochs: usize,
+    /// Keep the encoder frozen: fit only the heads on its embeddings (the
+    /// committed heads come from this path).
+    #[arg(long)]
+    frozen: bool,
+    /// Fine-tuning passes over the examples (default 4). With --frozen:
+    /// passes of the heads (default 30; the tom_kind and intensity heads
+    /// get twice as many, the affect MLP a quarter).
+    #[arg(long)]
+    epochs: Option<usize>,
+    /// GoEmotions train comments drawn (seeded) into the fine-tuning examples.
+    #[arg(long, default_value_t = tomlite::learn::FineTuneConfig::default().goemotions)]
+    goemotions_per_epoch: usize,
+    /// Continue an interrupted fine-tuning run from the checkpoint in
+    /// <out>/checkpoint (same data and settings; --epochs may grow).
+    #[arg(long)]
+    resume: bool,
     /// Seed of initialisation and batch order.
     #[arg(long, default_value_t = 17)]
     seed: u64,
     /// Use only the first N examples of each source (quick checks).
     #[arg(long)]
     limit: Option<usize>,
-    /// Use at most N GoEmotions train examples, evenly spaced (embedding them dominates training time).
+    /// Use at most N GoEmotions train examples, evenly spaced, for the heads (embedding them dominates their training time).
     #[arg(long)]
     max_goemotions: Option<usize>,
     /// Cache of training-text embeddings (default target/tomlite-train-cache; "none" to disable).
@@ -1305,33 +1338,63 @@ fn print_profile(total: f64) {
 }
 
 fn cmd_train(args: TrainArgs) -> Result<(), Failure> {
+    if args.frozen && args.resume {
+        return Err(Failure::config(anyhow::anyhow!(
+            "--resume continues a fine-tuning run; --frozen has no checkpoint"
+        )));
+    }
     let data = if args.data.is_empty() {
-        let dir = repo_path("data/training/tom_lite");
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .with_context(|| format!("cannot list {}", dir.display()))
-            .map_err(Failure::config)?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-            .collect();
-        files.sort();
+        let mut files: Vec<PathBuf> = Vec::new();
+        for (sub, required) in [
+            ("data/training/tom_lite", true),
+            ("data/training/styles", false),
+        ] {
+            let dir = repo_path(sub);
+            if !required && !dir.is_dir() {
+                continue;
+            }
+            let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
+                .with_context(|| format!("cannot list {}", dir.display()))
+                .map_err(Failure::config)?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+                .collect();
+            found.sort();
+            files.extend(found);
+        }
         files
     } else {
         args.data.clone()
+    };
+    let finetune = (!args.frozen).then(|| tomlite::learn::FineTuneConfig {
+        epochs: args
+            .epochs
+            .unwrap_or(tomlite::learn::FineTuneConfig::default().epochs),
+        seed: args.seed,
+        goemotions: args.goemotions_per_epoch,
+        resume: args.resume,
+        ..Default::default()
+    });
+    let default_out = if args.frozen {
+        tomlite::classifier::DEFAULT_HEADS_DIR
+    } else {
+        tomlite::classifier::DEFAULT_ADAPTERS_DIR
     };
     let cfg = tomlite::learn::TrainConfig {
         model_dir: args
             .model_dir
             .clone()
             .unwrap_or_else(|| repo_path(tomlite::classifier::DEFAULT_MODEL_DIR)),
-        heads_dir: args
-            .out
-            .clone()
-            .unwrap_or_else(|| repo_path(tomlite::classifier::DEFAULT_HEADS_DIR)),
+        heads_dir: args.out.clone().unwrap_or_else(|| repo_path(default_out)),
         tom_files: data,
         goemotions_train: args.goemotions.join("train.tsv"),
         goemotions_dev: args.goemotions.join("dev.tsv"),
         options: tomlite_models::heads::TrainOptions {
-            epochs: args.epochs,
+            epochs: if args.frozen {
+                args.epochs.unwrap_or(30)
+            } else {
+                30
+            },
             seed: args.seed,
             ..Default::default()
         },
@@ -1347,6 +1410,7 @@ fn cmd_train(args: TrainArgs) -> Result<(), Failure> {
             Some(p) => Some(p.clone()),
             None => Some(repo_path("target").join("tomlite-train-cache")),
         },
+        finetune,
     };
     let started = std::time::Instant::now();
     let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -1360,17 +1424,63 @@ fn cmd_train(args: TrainArgs) -> Result<(), Failure> {
             eprintln!("{line}");
         }
     };
-    let card = tomlite::learn::train(&cfg, &mut progress).map_err(|e| Failure {
-        status: ExitStatus::Failed,
-        error: e.into(),
-    })?;
+    // Fine-tuning steps: a bar redrawn in place on a terminal; plain lines
+    // (about 20 per epoch, and each epoch's end) otherwise.
+    let mut steps = |p: &tomlite_models::finetune::Progress| {
+        let line = step_line(p);
+        if tty {
+            eprint!("\r{line}\x1b[K");
+            if p.epoch_done {
+                eprintln!();
+            }
+        } else {
+            let per_epoch = p.steps.div_ceil(p.epochs.max(1)).max(1);
+            let every = per_epoch.div_ceil(20).max(1);
+            if p.epoch_done || p.step.is_multiple_of(every) {
+                eprintln!("{line}");
+            }
+        }
+    };
+    let card =
+        tomlite::learn::train_with_steps(&cfg, &mut progress, &mut steps).map_err(|e| Failure {
+            status: ExitStatus::Failed,
+            error: e.into(),
+        })?;
+    let adapters = card.training["adapters_sha256"]
+        .as_str()
+        .map(|a| format!(", adapters {}", &a[..12.min(a.len())]))
+        .unwrap_or_default();
     println!(
-        "trained heads written to {} in {:.0}s (encoder {})",
+        "trained heads written to {} in {:.0}s (encoder {}{adapters})",
         cfg.heads_dir.display(),
         started.elapsed().as_secs_f64(),
         &card.encoder_sha256[..12]
     );
     Ok(())
+}
+
+/// `epoch 2/4 [#######.......] step 130/480 loss 1.234 (epoch 1.301) 41.0 ex/s ETA 12m05s`
+fn step_line(p: &tomlite_models::finetune::Progress) -> String {
+    const WIDTH: usize = 24;
+    let filled = (p.step * WIDTH)
+        .checked_div(p.steps)
+        .unwrap_or(0)
+        .min(WIDTH);
+    let eta = p.eta.as_secs();
+    format!(
+        "epoch {}/{} [{}{}] step {}/{} loss {:.4} (epoch {:.4}) {:.1} ex/s ETA {}m{:02}s",
+        p.epoch,
+        p.epochs,
+        "#".repeat(filled),
+        ".".repeat(WIDTH - filled),
+        p.step,
+        p.steps,
+        p.loss,
+        p.epoch_loss,
+        p.examples_per_s,
+        eta / 60,
+        eta % 60
+    )
 }
 
 fn cmd_eval(args: EvalArgs) -> Result<(), Failure> {

@@ -93,15 +93,16 @@ impl Env {
         Ran::from(cmd.output().expect("spawn tomlite"))
     }
 
-    /// `tomlite train` on the first 40 records of `part-a.jsonl` for 2
-    /// epochs into `heads/` (cache in `cache/`), with `extra` arguments.
+    /// `tomlite train --frozen` on the first 40 records of `part-a.jsonl`
+    /// for 2 epochs into `heads/` (cache in `cache/`), with `extra` arguments.
     pub fn train_small(&self, extra: &[&str]) -> Output {
         let shared = repo().join("../shared/datasets/goemotions");
         let data = repo().join("data/training/tom_lite/part-a.jsonl");
         bin()
             .current_dir(self.dir.path())
             .args([
-                "train", "--limit", "40", "--epochs", "2", "--out", "heads", "--cache", "cache",
+                "train", "--frozen", "--limit", "40", "--epochs", "2", "--out", "heads", "--cache",
+                "cache",
             ])
             .args([
                 "--goemotions",

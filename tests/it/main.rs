@@ -8,6 +8,7 @@ mod contract;
 mod curate;
 mod decisions;
 mod edges;
+mod finetune;
 mod fuzz_corpus;
 mod ingest;
 mod inputs;
