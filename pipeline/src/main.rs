@@ -370,7 +370,7 @@ struct EvalArgs {
     /// Print JSON for machines.
     #[arg(long)]
     json: bool,
-    /// Only the records of the held-out dev split (15 % of ids by a stable hash).
+    /// Only the records of the held-out dev split: whole held-out styles (emoji_social, third_person_memory, reported_speech, logistics_admin) and 15 % of the records without a style, by a stable hash of their id.
     #[arg(long)]
     dev: bool,
     /// Policy file (thresholds of "what the policy would promote").
