@@ -638,8 +638,7 @@ impl FileAnnotator {
                     {}
                     break;
                 }
-                if buf.starts_with(crate::record::UTF8_BOM) {
-                    buf.drain(..crate::record::UTF8_BOM.len());
+                if crate::record::strip_utf8_bom(&mut buf) {
                     start += crate::record::UTF8_BOM.len() as u64;
                 }
             }

@@ -292,9 +292,7 @@ fn journal(t: &mut DirTally, entry: &Entry, opts: &IngestOptions) -> Result<Item
         return reject(Some("text"), what.to_string());
     }
     let mut bytes = read.kept;
-    if bytes.starts_with(crate::record::UTF8_BOM) {
-        bytes.drain(..crate::record::UTF8_BOM.len());
-    }
+    crate::record::strip_utf8_bom(&mut bytes);
     let text = match String::from_utf8(bytes) {
         Ok(t) => t,
         Err(e) => {

@@ -338,9 +338,7 @@ fn jsonl_each(
                     message: what.into(),
                 });
             }
-            if buf.starts_with(crate::record::UTF8_BOM) {
-                buf.drain(..crate::record::UTF8_BOM.len());
-            }
+            crate::record::strip_utf8_bom(&mut buf);
         }
         if !read.over && buf.iter().all(u8::is_ascii_whitespace) {
             continue;

@@ -657,6 +657,16 @@ pub const UTF16_BE: &str =
 /// The UTF-8 byte order mark, stripped from the start of a text input.
 pub const UTF8_BOM: &[u8] = b"\xef\xbb\xbf";
 
+/// Drops a UTF-8 byte-order mark from the start of `buf`; says whether
+/// there was one.
+pub fn strip_utf8_bom(buf: &mut Vec<u8>) -> bool {
+    let had = buf.starts_with(UTF8_BOM);
+    if had {
+        buf.drain(..UTF8_BOM.len());
+    }
+    had
+}
+
 /// [`UTF16_LE`] or [`UTF16_BE`] when the bytes start with a UTF-16 byte order mark.
 pub fn utf16(head: &[u8]) -> Option<&'static str> {
     if head.starts_with(b"\xff\xfe") {
