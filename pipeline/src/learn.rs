@@ -186,8 +186,8 @@ pub struct FineTuneConfig {
     /// Seed of the adapters, the heads, the batch order and the
     /// GoEmotions sample.
     pub seed: u64,
-    /// GoEmotions comments drawn (seeded) from the train split into the
-    /// examples; each epoch passes over them once.
+    /// GoEmotions comments per epoch, drawn afresh each epoch (seeded)
+    /// from the whole train split.
     pub goemotions: usize,
     /// Examples per step.
     pub batch_size: usize,
@@ -576,12 +576,13 @@ struct FineTunedInfo {
 
 /// The fine-tuning examples: each training record (all three heads) and
 /// its gold quotes (tom_kind), except the calibration slice
-/// ([`is_calibration`]); the curated decisions (tom_kind); `n` GoEmotions
-/// comments drawn with the seed (affect only).
-fn finetune_examples(data: &FineTuneData<'_>, n: usize, seed: u64) -> Vec<Example> {
+/// ([`is_calibration`]); the curated decisions (tom_kind); every GoEmotions
+/// train comment (affect only: the fine-tuning draws its share of them
+/// afresh each epoch).
+fn finetune_examples(data: &FineTuneData<'_>) -> Vec<Example> {
     let kinds = TOM_KINDS.len();
     let tr = data.tr;
-    let mut out = Vec::with_capacity(tr.texts.len() + data.cur.texts.len() + n);
+    let mut out = Vec::with_capacity(tr.texts.len() + data.cur.texts.len() + data.goemotions.len());
     let targets = multi_hot(&tr.kinds, kinds);
     for (i, text) in tr.texts.iter().enumerate() {
         let g = tr.group[i];
@@ -603,10 +604,7 @@ fn finetune_examples(data: &FineTuneData<'_>, n: usize, seed: u64) -> Vec<Exampl
     for (text, t) in data.cur.texts.iter().zip(&data.cur.targets) {
         out.push(Example::sentence(text.clone(), t.clone()));
     }
-    let mut order: Vec<usize> = (0..data.goemotions.len()).collect();
-    tomlite_models::heads::Rng::new(seed ^ 0x6E0E_0710).shuffle(&mut order);
-    for &i in order.iter().take(n) {
-        let e = &data.goemotions[i];
+    for e in data.goemotions {
         out.push(Example::affect_only(
             e.text.clone(),
             index_of(&AFFECTS, e.affect).unwrap_or(5) as u32,
@@ -627,7 +625,7 @@ fn finetune(
 ) -> Result<FineTunedInfo, LearnError> {
     let started = std::time::Instant::now();
     let tuner = FineTuner::load(&cfg.model_dir)?;
-    let examples = finetune_examples(data, ft.goemotions, ft.seed);
+    let examples = finetune_examples(data);
     let count = |f: fn(&Example) -> bool| examples.iter().filter(|e| f(e)).count();
     let specs = HeadSpecs {
         tom_kind: HeadSpec {
@@ -685,20 +683,23 @@ fn finetune(
                 .collect(),
             INTENSITIES.len(),
         ),
+        affect_only_per_epoch: Some(ft.goemotions),
         checkpoint_dir: Some(checkpoint_dir),
         resume: ft.resume,
         ..FineTuneOptions::default()
     };
+    let goemotions = count(|e| e.tom_kind.is_none());
+    let per_epoch = examples.len() - goemotions + ft.goemotions.min(goemotions);
     progress(&format!(
-        "fine-tuning {} ({} examples: {} records, {} sentences, {} GoEmotions; {} epochs of {} steps, LoRA rank {}, seed {}{})",
+        "fine-tuning {} (per epoch {per_epoch} examples: {} records, {} sentences, {} of {goemotions} GoEmotions drawn afresh; {} epochs of {} steps, LoRA rank {}, similarity weight {}, seed {}{})",
         cfg.model_dir.display(),
-        examples.len(),
         count(|e| e.intensity.is_some()),
         count(|e| e.tom_kind.is_some() && e.intensity.is_none()),
-        count(|e| e.tom_kind.is_none()),
+        ft.goemotions.min(goemotions),
         opts.epochs,
-        examples.len().div_ceil(opts.batch_size),
+        per_epoch.div_ceil(opts.batch_size),
         opts.lora.rank,
+        opts.similarity_weight,
         opts.seed,
         match (ft.resume, resumable) {
             (true, true) => ", resuming from its checkpoint",
@@ -711,10 +712,12 @@ fn finetune(
     let figures = json!({
         "epoch_losses": tuned.epoch_losses,
         "train_seconds": (seconds * 10.0).round() / 10.0,
-        "examples": examples.len(),
+        "examples_per_epoch": per_epoch,
         "record_examples": count(|e| e.intensity.is_some()),
         "sentence_examples": count(|e| e.tom_kind.is_some() && e.intensity.is_none()),
-        "goemotions_examples": count(|e| e.tom_kind.is_none()),
+        "goemotions_per_epoch": ft.goemotions.min(goemotions),
+        "goemotions_pool": goemotions,
+        "similarity_weight": opts.similarity_weight,
         "calibration_records_held_back": data.records.iter().filter(|r| is_calibration(&r.id)).count(),
         "held_out_styles": HELD_OUT_STYLES,
     });
@@ -1786,7 +1789,7 @@ mod tests {
             goemotions: &goemotions,
             data_hashes: &hashes,
         };
-        let ex = finetune_examples(&data, 20, 7);
+        let ex = finetune_examples(&data);
         let kept = 200 - cal;
         let recs: Vec<&Example> = ex.iter().filter(|e| e.intensity.is_some()).collect();
         assert_eq!(recs.len(), kept);
@@ -1816,13 +1819,12 @@ mod tests {
             .unwrap();
         assert_eq!(c.tom_kind.as_ref(), Some(&rejected));
         let ge: Vec<&Example> = ex.iter().filter(|e| e.tom_kind.is_none()).collect();
-        assert_eq!(ge.len(), 20);
+        assert_eq!(ge.len(), 50);
         assert!(
             ge.iter()
                 .all(|e| e.affect.is_some() && e.intensity.is_none())
         );
-        assert_eq!(ex, finetune_examples(&data, 20, 7));
-        assert_ne!(ex, finetune_examples(&data, 20, 8));
+        assert_eq!(ex, finetune_examples(&data));
     }
 
     // The dev split holds out whole styles; records without one by id hash.

@@ -329,7 +329,8 @@ struct TrainArgs {
     /// get twice as many, the affect MLP a quarter).
     #[arg(long)]
     epochs: Option<usize>,
-    /// GoEmotions train comments drawn (seeded) into the fine-tuning examples.
+    /// GoEmotions train comments per fine-tuning epoch, drawn afresh each
+    /// epoch (seeded) from the whole train split.
     #[arg(long, default_value_t = tomlite::learn::FineTuneConfig::default().goemotions)]
     goemotions_per_epoch: usize,
     /// Continue an interrupted fine-tuning run from the checkpoint in

@@ -282,7 +282,8 @@ fn train_fine_tunes_a_tiny_bert_writes_adapters_card_checkpoint_and_resumes() {
             .any(|k| k.ends_with("labeled.jsonl"))
     );
     assert_eq!(card["figures"]["epoch_losses"].as_array().unwrap().len(), 1);
-    assert_eq!(card["figures"]["goemotions_examples"], 12);
+    assert_eq!(card["figures"]["goemotions_per_epoch"], 12);
+    assert_eq!(card["figures"]["similarity_weight"], 1.0);
     // ... and the dev figures of the heads fitted on the adapters, ECE
     // before and after calibration per head.
     for head in ["tom_kind", "intensity"] {

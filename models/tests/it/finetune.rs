@@ -219,7 +219,9 @@ fn every_trainable_parameter_has_a_gradient_after_one_backward() {
     let ex = examples();
     let refs: Vec<&Example> = ex.iter().collect();
     let batch = tuner.batch(TEXTS, 256).unwrap();
-    let losses = tuner.losses(&state, &batch, &refs, &opts).unwrap();
+    let losses = tuner
+        .losses(&state, &batch, &refs, &vec![None; refs.len()], &opts)
+        .unwrap();
     let grads = losses.total.backward().unwrap();
     let vars = state.vars();
     // 2 layers × 6 targets × (A, B) + tom_kind 2 + affect 4 + intensity 2.
@@ -253,7 +255,9 @@ fn masked_goemotions_only_batch_leaves_tom_kind_head_gradients_zero() {
         .collect();
     let refs: Vec<&Example> = ex.iter().collect();
     let batch = tuner.batch(&TEXTS[..4], 256).unwrap();
-    let losses = tuner.losses(&state, &batch, &refs, &opts).unwrap();
+    let losses = tuner
+        .losses(&state, &batch, &refs, &vec![None; refs.len()], &opts)
+        .unwrap();
     assert_eq!(losses.tom_kind.to_scalar::<f32>().unwrap(), 0.0);
     assert_eq!(losses.intensity.to_scalar::<f32>().unwrap(), 0.0);
     let grads = losses.total.backward().unwrap();
@@ -273,6 +277,110 @@ fn masked_goemotions_only_batch_leaves_tom_kind_head_gradients_zero() {
     for (name, var) in &state.affect.vars() {
         assert!(size(var) > 0.0, "{name} must get a gradient");
     }
+}
+
+/// Mean cosine of the tuned vectors of `TEXTS` to the base vectors.
+fn mean_cosine_to_base(tuner: &FineTuner, adapters: &tomlite_models::lora::Adapters) -> f32 {
+    let base = tuner.base_vectors(TEXTS, 256).unwrap();
+    let batch = tuner.batch(TEXTS, 256).unwrap();
+    let tuned = rows(&tuner.model().forward(&batch, Some(adapters)).unwrap());
+    let sum: f32 = tuned
+        .iter()
+        .zip(&base)
+        .map(|(t, b)| t.iter().zip(b).map(|(x, y)| x * y).sum::<f32>())
+        .sum();
+    sum / TEXTS.len() as f32
+}
+
+// The similarity term measures how far the adapters moved the sentence
+// vectors from the base encoder's: nothing at the start (B = 0), something
+// once they move, and nothing for examples without an anchor.
+#[test]
+fn the_similarity_term_is_zero_at_the_base_and_grows_as_the_adapters_move() {
+    let dir = tiny_dir();
+    let tuner = FineTuner::load(dir.path()).unwrap();
+    let opts = options();
+    let state = tuner.init(&specs(), &opts).unwrap();
+    let ex = examples();
+    let refs: Vec<&Example> = ex.iter().collect();
+    let batch = tuner.batch(TEXTS, 256).unwrap();
+    let base = tuner.base_vectors(TEXTS, 256).unwrap();
+    let anchors: Vec<Option<&[f32]>> = base.iter().map(|v| Some(v.as_slice())).collect();
+    let at_init = tuner
+        .losses(&state, &batch, &refs, &anchors, &opts)
+        .unwrap()
+        .similarity
+        .to_scalar::<f32>()
+        .unwrap();
+    assert!(at_init.abs() < 1e-5, "similarity at B = 0: {at_init}");
+    randomise_b(&state, 7);
+    let moved = tuner
+        .losses(&state, &batch, &refs, &anchors, &opts)
+        .unwrap();
+    let gap = moved.similarity.to_scalar::<f32>().unwrap();
+    assert!(gap > 1e-4, "similarity once the adapters move: {gap}");
+    let total = moved.total.to_scalar::<f32>().unwrap();
+    let parts: f32 = [&moved.tom_kind, &moved.affect, &moved.intensity]
+        .iter()
+        .map(|t| t.to_scalar::<f32>().unwrap())
+        .sum();
+    let weight = opts.similarity_weight as f32;
+    assert!((total - parts - weight * gap).abs() < 1e-4);
+    let none = tuner
+        .losses(&state, &batch, &refs, &vec![None; refs.len()], &opts)
+        .unwrap();
+    assert_eq!(none.similarity.to_scalar::<f32>().unwrap(), 0.0);
+}
+
+// Without the similarity term the tuned vectors drift away from the base
+// ones that memory links rank by; with it they stay closer.
+#[test]
+fn training_with_the_similarity_term_keeps_vectors_nearer_the_base() {
+    let dir = tiny_dir();
+    let tuner = FineTuner::load(dir.path()).unwrap();
+    let train = |weight: f64| {
+        let opts = FineTuneOptions {
+            epochs: 6,
+            similarity_weight: weight,
+            ..options()
+        };
+        let ft = tuner
+            .train(&examples(), &specs(), &opts, &mut |_| {})
+            .unwrap();
+        mean_cosine_to_base(&tuner, &ft.adapters)
+    };
+    let free = train(0.0);
+    let held = train(20.0);
+    assert!(held > free, "with the term {held}, without {free}");
+    assert!(
+        1.0 - held < (1.0 - free) * 0.5,
+        "with the term {held}, without {free}"
+    );
+}
+
+// A fresh draw of affect-only examples each epoch: the epoch has the other
+// examples plus the draw, and the run is still deterministic.
+#[test]
+fn affect_only_examples_are_drawn_per_epoch_when_asked() {
+    let dir = tiny_dir();
+    let tuner = FineTuner::load(dir.path()).unwrap();
+    // examples(): 8, of which 2 (i % 3 == 2) are affect-only.
+    let opts = FineTuneOptions {
+        epochs: 2,
+        batch_size: 1,
+        affect_only_per_epoch: Some(1),
+        ..options()
+    };
+    let mut seen: Vec<Progress> = Vec::new();
+    let ft = tuner
+        .train(&examples(), &specs(), &opts, &mut |p| seen.push(p.clone()))
+        .unwrap();
+    assert_eq!(seen.last().unwrap().steps, 2 * 7);
+    assert_eq!(seen.len(), 2 * 7);
+    let again = tuner
+        .train(&examples(), &specs(), &opts, &mut |_| {})
+        .unwrap();
+    assert_eq!(again.epoch_losses, ft.epoch_losses);
 }
 
 #[test]
