@@ -96,6 +96,21 @@ pub struct EdgeCandidate {
     pub problems: Vec<String>,
 }
 
+/// Sensitive content an annotator found in a record.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sensitive {
+    /// The category as written (one of `vocab::SENSITIVE_CATEGORIES`).
+    pub category: Option<String>,
+    /// P(sensitive) in [0, 1]; 1 for an identifier the rules found.
+    pub confidence: Option<f64>,
+    /// The sentence that triggered it, with its byte offsets.
+    pub quote: Quote,
+    /// What found it: `model`, or `rules:<kind>` (`rules:card_number`, ...).
+    pub detector: Option<String>,
+    /// Type problems found while reading it.
+    pub problems: Vec<String>,
+}
+
 /// One record's annotation.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Annotation {
@@ -117,6 +132,8 @@ pub struct Annotation {
     /// How the verdict parser read the raw output (`--raw-annotations`);
     /// `None` for the local classifier and an annotations file.
     pub read_as: Option<ReadAs>,
+    /// Sensitive content the annotator detected (none: not detected).
+    pub sensitive: Option<Sensitive>,
 }
 
 /// What an annotator said about one record.
@@ -354,6 +371,32 @@ pub fn annotation_from_value(v: &Map<String, Value>) -> Result<Annotation, Strin
         v.get("best_confidence").and_then(Value::as_f64),
     ) {
         a.best = Some((k.clone(), c));
+    }
+    match v.get("sensitive") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(o)) => {
+            let mut problems = Vec::new();
+            a.sensitive = Some(Sensitive {
+                category: string(o, "category", &mut problems),
+                confidence: confidence(o, "confidence", &mut problems),
+                quote: Quote {
+                    text: string(o, "quote", &mut problems),
+                    start: offset(o, "quote_start", &mut problems),
+                    end: offset(o, "quote_end", &mut problems),
+                },
+                detector: string(o, "detector", &mut problems),
+                problems: problems
+                    .into_iter()
+                    .map(|p| format!("sensitive.{p}"))
+                    .collect(),
+            });
+        }
+        Some(other) => {
+            return Err(format!(
+                "sensitive: expected an object, found {}",
+                json_type(other)
+            ));
+        }
     }
     Ok(a)
 }
@@ -1023,6 +1066,19 @@ pub fn annotation_to_json(record_id: &str, a: &Annotation) -> Value {
     if let (Some((k, c)), Value::Object(o)) = (&a.best, &mut m) {
         o.insert("best_tom_kind".into(), Value::from(k.clone()));
         o.insert("best_confidence".into(), Value::from(*c));
+    }
+    if let (Some(s), Value::Object(o)) = (&a.sensitive, &mut m) {
+        o.insert(
+            "sensitive".into(),
+            serde_json::json!({
+                "category": s.category,
+                "confidence": s.confidence,
+                "quote": s.quote.text,
+                "quote_start": s.quote.start,
+                "quote_end": s.quote.end,
+                "detector": s.detector,
+            }),
+        );
     }
     m
 }

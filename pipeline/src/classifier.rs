@@ -721,6 +721,7 @@ impl Classifier {
             },
             embedding: Some(quantize(&s.embedding)),
             read_as: None,
+            sensitive: None,
         }
     }
 

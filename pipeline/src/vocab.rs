@@ -19,6 +19,25 @@ pub const AFFECTS: [&str; 6] = ["angry", "sad", "anxious", "confused", "happy", 
 /// The four intensities.
 pub const INTENSITIES: [&str; 4] = ["low", "medium", "high", "extreme"];
 
+/// The categories of sensitive content (issue-tracked vocabulary of the
+/// sensitive content detector); `mental_health_self_harm` marks a safety
+/// record.
+pub const SENSITIVE_CATEGORIES: [&str; 9] = [
+    "health",
+    "mental_health_self_harm",
+    "abuse_violence",
+    "sexual",
+    "finances_debt",
+    "legal_trouble",
+    "identity_orientation_religion",
+    "third_party_secret",
+    "credentials_pii",
+];
+
+/// The category whose records are safety records: listed first in the
+/// curator's report and counted on their own.
+pub const SAFETY_CATEGORY: &str = "mental_health_self_harm";
+
 /// Which controlled list a label belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Field {
