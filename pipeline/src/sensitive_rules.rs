@@ -225,28 +225,28 @@ impl Rules {
             };
             let rest = &text[kw.end()..];
             let mut found = None;
-            if class != SecretClass::BareCode {
-                if let Some(c) = self.no_filler.captures(rest) {
-                    let conn = c.name("conn").expect("conn").as_str();
-                    let val = c.name("val").expect("val");
-                    if let Some((s, e)) = secret_value(class, conn, val.as_str()) {
-                        found = Some((val.start() + s, val.start() + e));
-                    }
+            if class != SecretClass::BareCode
+                && let Some(c) = self.no_filler.captures(rest)
+            {
+                let conn = c.name("conn").expect("conn").as_str();
+                let val = c.name("val").expect("val");
+                if let Some((s, e)) = secret_value(class, conn, val.as_str()) {
+                    found = Some((val.start() + s, val.start() + e));
                 }
             }
-            if found.is_none() {
-                if let Some(c) = self.with_filler.captures(rest) {
-                    let fill = c.name("fill").expect("fill").as_str();
-                    let conn = c.name("conn").expect("conn").as_str();
-                    let val = c.name("val").expect("val");
-                    let names_a_lock = fill
-                        .split(|ch: char| !ch.is_alphanumeric() && ch != '-')
-                        .any(|w| LOCK_WORDS.contains(&w.to_lowercase().as_str()));
-                    if class != SecretClass::BareCode || names_a_lock {
-                        if let Some((s, e)) = secret_value(class, conn, val.as_str()) {
-                            found = Some((val.start() + s, val.start() + e));
-                        }
-                    }
+            if found.is_none()
+                && let Some(c) = self.with_filler.captures(rest)
+            {
+                let fill = c.name("fill").expect("fill").as_str();
+                let conn = c.name("conn").expect("conn").as_str();
+                let val = c.name("val").expect("val");
+                let names_a_lock = fill
+                    .split(|ch: char| !ch.is_alphanumeric() && ch != '-')
+                    .any(|w| LOCK_WORDS.contains(&w.to_lowercase().as_str()));
+                if (class != SecretClass::BareCode || names_a_lock)
+                    && let Some((s, e)) = secret_value(class, conn, val.as_str())
+                {
+                    found = Some((val.start() + s, val.start() + e));
                 }
             }
             if let Some((s, e)) = found {
@@ -778,8 +778,8 @@ fn toll_free(s: &str, digits: &str) -> bool {
 /// The match is one piece of a longer run of digit groups ("1234 5678"
 /// inside "9400 1234 5678 22"), so it is not the identifier itself.
 fn part_of_longer_number(text: &str, start: usize, end: usize) -> bool {
-    let before = text[..start].as_bytes();
-    let after = text[end..].as_bytes();
+    let before = &text.as_bytes()[..start];
+    let after = &text.as_bytes()[end..];
     let digit_before = match before {
         [.., d, b' ' | b'-' | b'.' | b'/'] if d.is_ascii_digit() => true,
         [.., d] if d.is_ascii_digit() => true,
@@ -864,7 +864,7 @@ pub fn luhn_valid(digits: &str) -> bool {
             }
         })
         .sum();
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 /// IBAN mod-97 check (spaces allowed, case-insensitive): two letters, two
