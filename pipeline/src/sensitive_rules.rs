@@ -47,6 +47,8 @@ pub struct Rules {
     doc_value: Regex,
     email: Regex,
     phone: Regex,
+    phone_weak: Regex,
+    phone_ctx: Regex,
     reference_ctx: Regex,
     public_ctx: Regex,
 }
@@ -159,6 +161,13 @@ impl Rules {
                 r"|\b[2-9][0-9]{2} [0-9]{3} [0-9]{4}\b",
                 r"|\b[6-9][0-9]{4} [0-9]{5}\b",
                 r"|\b[0-9]{3}-[0-9]{4}\b",
+            )),
+            // Shapes that are as often scores, ranges or amounts as phone
+            // numbers: they count only when a word nearby says "phone".
+            phone_weak: re(r"^(?:[0-9]{3}-[0-9]{4}|[0-9]{3} [0-9]{3} [0-9]{4}|[0-9]{5} [0-9]{5})$"),
+            phone_ctx: re(concat!(
+                r"(?i)\b(?:phone|phones|mobile|cell|cellphone|tel|telephone|number|no|call|calls|called|ring|rang",
+                r"|text|texts|sms|whatsapp|signal|reach|dial|landline|fax|contact|digits|line)\b",
             )),
             reference_ctx: re(concat!(
                 r"(?i)\b(?:order|orders|tracking|track|invoice|ref|reference|isbn|receipt|confirmation",
@@ -448,6 +457,11 @@ impl Rules {
                 continue;
             }
             if toll_free(s, &digits) {
+                continue;
+            }
+            if self.phone_weak.is_match(s)
+                && !self.phone_ctx.is_match(words_before(text, m.start(), 6))
+            {
                 continue;
             }
             if self.reference_context(text, m.start())
@@ -749,6 +763,8 @@ fn digit_groups_ok(s: &str, min: usize, max: usize, first_max: usize) -> bool {
 /// A phone number's groups: no group of one digit (that is a list of
 /// numbers, not a phone number), except a country or trunk prefix.
 fn phone_groups_ok(s: &str) -> bool {
+    // "+44 (0)20 ...": the bracketed trunk zero is not a group.
+    let s = s.replace("(0)", " ");
     let groups: Vec<&str> = s
         .split(|c: char| !c.is_ascii_digit())
         .filter(|g| !g.is_empty())
