@@ -166,7 +166,7 @@ impl Rules {
             // numbers: they count only when a word nearby says "phone".
             phone_weak: re(r"^(?:[0-9]{3}-[0-9]{4}|[0-9]{3} [0-9]{3} [0-9]{4}|[0-9]{5} [0-9]{5})$"),
             phone_ctx: re(concat!(
-                r"(?i)\b(?:phone|phones|mobile|cell|cellphone|tel|telephone|number|no|call|calls|called|ring|rang",
+                r"(?i)\b(?:phone|phones|mobile|cell|cellphone|tel|telephone|number|call|calls|called|ring|rang",
                 r"|text|texts|sms|whatsapp|signal|reach|dial|landline|fax|contact|digits|line)\b",
             )),
             reference_ctx: re(concat!(
@@ -429,7 +429,13 @@ impl Rules {
             if ROLE_MAILBOXES.contains(&local.as_str()) || ROLE_MAILBOXES.contains(&first) {
                 continue;
             }
-            if self.public_context(text, m.start(), m.end()) {
+            // An address the words before give to an office is the
+            // office's, not a person's ("email the office at ...").
+            if self.public_context(text, m.start(), m.end())
+                || words_before(text, m.start(), 5)
+                    .split(|c: char| !c.is_alphanumeric())
+                    .any(|w| w.eq_ignore_ascii_case("office"))
+            {
                 continue;
             }
             out.push(Finding {
@@ -1241,6 +1247,7 @@ mod tests {
             "contact@x.com or hello@x.com or team@x.com",
             "their customer service address is jane.doe@bigbank.com",
             "the help desk, it.ops42@corp.example.org",
+            "email the office at jo.bloggs@firm.example.com",
         ] {
             assert_eq!(found(text), vec![], "{text}");
         }
@@ -1273,6 +1280,22 @@ mod tests {
             found("text +44 7700 900382"),
             one("phone", "+44 7700 900382")
         );
+        assert_eq!(
+            found("her number: +44 (0)20 7946 0018"),
+            one("phone", "+44 (0)20 7946 0018")
+        );
+        assert_eq!(found("his cell 415 555 0132"), one("phone", "415 555 0132"));
+        assert_eq!(found("mobile 98451 27360"), one("phone", "98451 27360"));
+    }
+
+    // Short or space-grouped shapes that are as often scores or amounts
+    // count as phone numbers only next to a word that says so.
+    #[test]
+    fn ambiguous_phone_shapes_need_a_phone_word() {
+        assert_eq!(found("scored 112-1345 in the game"), vec![]);
+        assert_eq!(found("the 400 000 1000 thing"), vec![]);
+        assert_eq!(found("scores 98451 27360"), vec![]);
+        assert_eq!(found("we won 3-1 at 7.30, 2024-2025 season"), vec![]);
     }
 
     #[test]
