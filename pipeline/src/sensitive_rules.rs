@@ -171,7 +171,7 @@ impl Rules {
             )),
             reference_ctx: re(concat!(
                 r"(?i)\b(?:order|orders|tracking|track|invoice|ref|reference|isbn|receipt|confirmation",
-                r"|booking|parcel|shipment|consignment|awb|serial|imei|ticket|case|claim|flight",
+                r"|booking|parcel|shipment|consignment|awb|serial|imei|ticket|(?:case|claim)[ \t]+(?:no|number|ref)|flight",
                 r"|policy|membership|customer[ \t]+(?:no|number|id)|account[ \t]+(?:no|number)[ \t]+for[ \t]+the[ \t]+order)\b",
             )),
             public_ctx: re(concat!(
@@ -565,7 +565,6 @@ const ROLE_MAILBOXES: &[&str] = &[
     "news",
     "mail",
     "general",
-    "team",
     "notifications",
     "alerts",
 ];
@@ -1286,6 +1285,10 @@ mod tests {
         );
         assert_eq!(found("his cell 415 555 0132"), one("phone", "415 555 0132"));
         assert_eq!(found("mobile 98451 27360"), one("phone", "98451 27360"));
+        assert_eq!(
+            found("just in case: 07700 900382"),
+            one("phone", "07700 900382")
+        );
     }
 
     // Short or space-grouped shapes that are as often scores or amounts
@@ -1312,6 +1315,7 @@ mod tests {
             "0800 048 1190 to ask",
             "customer care number 1800 209 5577",
             "order 88120-4471 arriving",
+            "case number 07700 900382",
             "bump to 3.12.4 broke the build",
         ] {
             assert_eq!(found(text), vec![], "{text}");
