@@ -75,6 +75,77 @@ pub fn read_labeled(path: &Path) -> Result<Vec<LabeledRecord>, Error> {
         .collect()
 }
 
+/// A record labeled for sensitive content (`data/sensitivity`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct SensitivityRecord {
+    /// The record id.
+    pub id: String,
+    /// The record text.
+    pub text: String,
+    /// How the record is written (the dev split holds out whole styles).
+    #[serde(default)]
+    pub style: Option<String>,
+    /// The label.
+    pub sensitivity: SensitivityLabel,
+}
+
+/// Whether a record is sensitive, and why.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SensitivityLabel {
+    /// Sensitive or not.
+    pub sensitive: bool,
+    /// The category of a sensitive record.
+    #[serde(default)]
+    pub category: Option<String>,
+    /// The verbatim line that makes it sensitive.
+    #[serde(default)]
+    pub quote: Option<String>,
+}
+
+/// Reads a sensitivity-labeled JSONL file; a bad line is an error naming
+/// it and the field, and so is a sensitive record without a category or a
+/// quote that is not part of its text.
+pub fn read_sensitivity(path: &Path) -> Result<Vec<SensitivityRecord>, Error> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        op: "read",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let bad = |line: usize, message: String| Error::Data {
+        path: path.to_path_buf(),
+        line: line as u64 + 1,
+        message,
+    };
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            let de = &mut serde_json::Deserializer::from_str(l);
+            let r: SensitivityRecord =
+                serde_path_to_error::deserialize(de).map_err(|e| bad(i, e.to_string()))?;
+            let s = &r.sensitivity;
+            if s.sensitive && s.category.is_none() {
+                return Err(bad(
+                    i,
+                    format!("record {}: sensitivity.category: missing", r.id),
+                ));
+            }
+            if let Some(q) = &s.quote
+                && (q.is_empty() || !r.text.contains(q.as_str()))
+            {
+                return Err(bad(
+                    i,
+                    format!(
+                        "record {}: sensitivity.quote: not a verbatim part of text",
+                        r.id
+                    ),
+                ));
+            }
+            Ok(r)
+        })
+        .collect()
+}
+
 /// GoEmotions label → affect (LABELING.md); `None` for the unmapped ones.
 pub fn goemotions_affect(label: &str) -> Option<&'static str> {
     Some(match label {

@@ -383,7 +383,8 @@ pub struct HeadCard {
 pub struct Card {
     /// sha256 of the encoder weights the heads were trained on.
     pub encoder_sha256: String,
-    /// The heads, in order: tom_kind, affect, intensity.
+    /// The heads, in order: tom_kind, affect, intensity, then the optional
+    /// ones by name (person, sensitive).
     pub heads: Vec<HeadCard>,
     /// sha256 of each training and dev file, by path.
     pub training_data: serde_json::Value,
@@ -413,6 +414,10 @@ pub struct Heads {
     /// Whether a candidate name is a person, from its words in context and
     /// its shape (optional: older cards have none).
     pub person: Option<Head>,
+    /// Sensitive content: a softmax over `none` and the sensitive
+    /// categories, so P(sensitive) = 1 − P(none) (optional: older cards
+    /// have none, and only the identifier rules run).
+    pub sensitive: Option<Head>,
     /// The card.
     pub card: Card,
 }
@@ -451,15 +456,20 @@ impl Heads {
                 })?;
             Head::from_tensors(c.spec.clone(), c.temperature, &ts, &file)
         };
+        let named = |name: &str| -> Result<Option<Head>, Error> {
+            card.heads
+                .iter()
+                .skip(3)
+                .find(|c| c.spec.name == name)
+                .map(|c| Head::from_tensors(c.spec.clone(), c.temperature, &ts, &file))
+                .transpose()
+        };
         Ok(Self {
             tom_kind: head(0, "tom_kind")?,
             affect: head(1, "affect")?,
             intensity: head(2, "intensity")?,
-            person: if card.heads.len() > 3 {
-                Some(head(3, "person")?)
-            } else {
-                None
-            },
+            person: named("person")?,
+            sensitive: named("sensitive")?,
             card,
         })
     }
@@ -474,13 +484,33 @@ impl Heads {
         let mut ts = HashMap::new();
         for (i, h) in [&self.tom_kind, &self.affect, &self.intensity]
             .into_iter()
-            .chain(self.person.as_ref())
             .enumerate()
         {
             h.tensors(&mut ts);
             if let Some(c) = self.card.heads.get_mut(i) {
                 c.temperature = h.temperature;
                 c.spec = h.spec.clone();
+            }
+        }
+        for h in self.person.iter().chain(&self.sensitive) {
+            h.tensors(&mut ts);
+            let name = &h.spec.name;
+            match self
+                .card
+                .heads
+                .iter_mut()
+                .skip(3)
+                .find(|c| &c.spec.name == name)
+            {
+                Some(c) => {
+                    c.temperature = h.temperature;
+                    c.spec = h.spec.clone();
+                }
+                None => self.card.heads.push(HeadCard {
+                    spec: h.spec.clone(),
+                    temperature: h.temperature,
+                    metrics: serde_json::Value::Null,
+                }),
             }
         }
         let file = dir.join(HEADS_FILE);

@@ -25,13 +25,14 @@ use tomlite_models::{EncodeStats, Encoder, Precision};
 
 use crate::annotation::{
     AnnotateError, Annotated, Annotation, Annotator, AnnotatorInfo, EdgeCandidate, Quote, Scored,
-    TagCandidate,
+    Sensitive, TagCandidate,
 };
 use crate::memory::{MemoryIndex, quantize};
 use crate::mentions::{CANDIDATE_FEATURES, Candidate, Linked, Linker, candidates, fold};
 use crate::nodes::Registry;
 use crate::record::{Record, truncate};
 use crate::segment::sentences;
+use crate::sensitive_rules::Rules;
 
 /// Records the classifier scores per pass: enough that sorting texts by
 /// length leaves almost no padding in the encoder's batches.
@@ -117,7 +118,17 @@ pub struct Classifier {
     heads: Heads,
     abstain_below: f64,
     id: String,
+    /// The id's prefix (`minilm-l6+lora`, ...), before `+heads@`.
+    id_prefix: String,
+    /// sha256 of the model, heads and settings, before the sensitive
+    /// content settings join it.
+    model_sha256: String,
     sha256: String,
+    /// The identifier rules of the sensitive content detector.
+    rules: Rules,
+    /// P(sensitive) at or above which a record is detected; `None`: the
+    /// detector is off.
+    sensitive_threshold: Option<f64>,
     digest: tomlite_staging::Digest,
     /// Registry names and aliases, when a registry was given.
     linker: Option<Linker>,
@@ -167,6 +178,11 @@ pub struct Scores {
     pub linked: Vec<Linked>,
     /// Person-like names not in the registry, with P(person).
     pub unknown: Vec<(Candidate, f32)>,
+    /// The sensitive head's calibrated distribution (`none` first); empty
+    /// without the head.
+    pub sensitive: Vec<f32>,
+    /// Per sentence: P(sensitive) from the same head on its vector.
+    pub sentence_sensitive: Vec<f32>,
 }
 
 /// A text's identity in the score cache: the first 16 bytes of its sha256.
@@ -330,16 +346,20 @@ impl Classifier {
                 "minilm-l6-int8"
             }
         };
-        let sha256 = hex::encode(h.finalize());
+        let model_sha256 = hex::encode(h.finalize());
         let lora = if encoder.adapters_sha256().is_some() {
             "+lora"
         } else {
             ""
         };
-        Ok(Self {
-            id: format!("{id_prefix}{lora}+heads@{}", &sha256[..12]),
-            digest: truncate(&hex::decode(&sha256).unwrap_or_default()),
-            sha256,
+        let mut classifier = Self {
+            id: String::new(),
+            id_prefix: format!("{id_prefix}{lora}"),
+            digest: [0; 16],
+            sha256: String::new(),
+            model_sha256,
+            rules: Rules::new(),
+            sensitive_threshold: None,
             encoder,
             heads,
             abstain_below,
@@ -349,7 +369,66 @@ impl Classifier {
             cache: ScoreCache::default(),
             sentence_cache: Generations::default(),
             stats: ClassifierStats::default(),
-        })
+        };
+        classifier.set_sensitive_threshold(Some(crate::sensitive::DEFAULT_THRESHOLD));
+        Ok(classifier)
+    }
+
+    /// Detects sensitive content at or above `threshold` (the policy's
+    /// `persona_memory_policy.sensitive_content.threshold`); `None` turns
+    /// the detector off. The annotator id covers the setting and the
+    /// rules' version: annotations made under another one are redone.
+    pub fn set_sensitive_threshold(&mut self, threshold: Option<f64>) {
+        self.sensitive_threshold = threshold;
+        let mut h = Sha256::new();
+        h.update(self.model_sha256.as_bytes());
+        match threshold {
+            Some(t) => {
+                h.update(b"sensitive");
+                h.update(t.to_le_bytes());
+                h.update(crate::sensitive::RULES_VERSION.as_bytes());
+            }
+            None => h.update(b"sensitive: off"),
+        }
+        self.sha256 = hex::encode(h.finalize());
+        self.id = format!("{}+heads@{}", self.id_prefix, &self.sha256[..12]);
+        self.digest = truncate(&hex::decode(&self.sha256).unwrap_or_default());
+    }
+
+    /// The sensitive content detected in `text` (scored as `s`), when the
+    /// detector is on ([`crate::sensitive::detect`]).
+    pub fn detect_sensitive(&self, text: &str, s: &Scores) -> Option<Sensitive> {
+        let threshold = self.sensitive_threshold?;
+        let record: Vec<f64> = s.sensitive.iter().map(|&p| f64::from(p)).collect();
+        let sentences: Vec<((usize, usize), f64)> = s
+            .sentences
+            .iter()
+            .copied()
+            .zip(s.sentence_sensitive.iter().map(|&p| f64::from(p)))
+            .collect();
+        crate::sensitive::detect(
+            text,
+            (!record.is_empty()).then_some(record.as_slice()),
+            &sentences,
+            &self.rules,
+            threshold,
+        )
+    }
+
+    /// P(sensitive) of `text` as the detector sees it: 1 when the rules
+    /// find an identifier, else the head's (0 without a head).
+    pub fn sensitive_probability(&self, text: &str, s: &Scores) -> f64 {
+        if !self.rules.find(text).is_empty() {
+            return 1.0;
+        }
+        s.sensitive
+            .first()
+            .map_or(0.0, |&none| 1.0 - f64::from(none))
+    }
+
+    /// The detection threshold, `None` when the detector is off.
+    pub fn sensitive_threshold(&self) -> Option<f64> {
+        self.sensitive_threshold
     }
 
     /// Links mentions of `registry`'s nodes from now on.
@@ -511,6 +590,10 @@ impl Classifier {
         let tom_logits = self.heads.tom_kind.logits_rows(&x)?;
         let aff_logits = self.heads.affect.logits_rows(&x)?;
         let int_logits = self.heads.intensity.logits_rows(&x)?;
+        let sens_logits = match &self.heads.sensitive {
+            Some(head) => head.logits_rows(&x)?,
+            None => Vec::new(),
+        };
 
         // tom_kind logits of every pooled sentence, in (text, sentence) order.
         let mut sentence_rows: Vec<Vec<usize>> = vec![Vec::new(); unique.len()];
@@ -530,13 +613,28 @@ impl Classifier {
                 n_sent += 1;
             }
         }
-        let sent_logits = if n_sent == 0 {
-            Vec::new()
+        let (sent_logits, sent_sensitive) = if n_sent == 0 {
+            (Vec::new(), Vec::new())
         } else {
             let xs =
                 candle_core::Tensor::from_vec(flat_sent, (n_sent, dim), &candle_core::Device::Cpu)
                     .map_err(tomlite_models::Error::from)?;
-            self.heads.tom_kind.logits_rows(&xs)?
+            let sensitive: Vec<f32> = match &self.heads.sensitive {
+                Some(head) => head
+                    .logits_rows(&xs)?
+                    .iter()
+                    .map(|z| (1.0 - softmax_t(z, head.temperature)[0]) as f32)
+                    .collect(),
+                None => Vec::new(),
+            };
+            (self.heads.tom_kind.logits_rows(&xs)?, sensitive)
+        };
+        let sensitive: Vec<Vec<f32>> = match &self.heads.sensitive {
+            Some(head) => sens_logits
+                .iter()
+                .map(|z| to_f32(softmax_t(z, head.temperature)))
+                .collect(),
+            None => vec![Vec::new(); unique.len()],
         };
         let (tt, at, it) = (
             self.heads.tom_kind.temperature,
@@ -642,6 +740,17 @@ impl Classifier {
                     affect: affect[ti].clone(),
                     intensity: intensity[ti].clone(),
                     quotes,
+                    sentence_sensitive: if sensitive[ti].is_empty() {
+                        Vec::new()
+                    } else if rows.is_empty() {
+                        // One sentence: the record's own P(sensitive).
+                        vec![1.0 - sensitive[ti][0]; sp.len().min(1)]
+                    } else {
+                        rows.iter()
+                            .map(|&r| sent_sensitive.get(r).copied().unwrap_or(0.0))
+                            .collect()
+                    },
+                    sensitive: sensitive[ti].clone(),
                 }
             })
             .collect())
@@ -721,7 +830,7 @@ impl Classifier {
             },
             embedding: Some(quantize(&s.embedding)),
             read_as: None,
-            sensitive: None,
+            sensitive: self.detect_sensitive(text, s),
         }
     }
 

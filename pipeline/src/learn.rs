@@ -119,6 +119,9 @@ pub struct TrainConfig {
     pub heads_dir: PathBuf,
     /// Labeled ToM-lite JSONL files.
     pub tom_files: Vec<PathBuf>,
+    /// Records labeled for sensitive content (`data/sensitivity`); none:
+    /// no sensitive head.
+    pub sensitivity_files: Vec<PathBuf>,
     /// GoEmotions train split (TSV).
     pub goemotions_train: PathBuf,
     /// GoEmotions dev split (TSV).
@@ -522,7 +525,7 @@ fn multi_hot(kinds: &[Vec<usize>], n: usize) -> Vec<Vec<f32>> {
 
 /// Loss weight per example: inverse square root of its class frequency,
 /// normalised to mean 1, so rare affects are not drowned by the common ones.
-fn class_weights(labels: &[usize], n: usize) -> Vec<f32> {
+pub(crate) fn class_weights(labels: &[usize], n: usize) -> Vec<f32> {
     let mut count = vec![0usize; n];
     for &l in labels {
         count[l] += 1;
@@ -541,6 +544,7 @@ fn data_hashes(cfg: &TrainConfig) -> Result<BTreeMap<String, String>, LearnError
     for f in cfg
         .tom_files
         .iter()
+        .chain(&cfg.sensitivity_files)
         .chain([&cfg.goemotions_train, &cfg.goemotions_dev])
     {
         let sha = crate::sha256_file(f).map_err(|source| LearnError::Io {
@@ -1081,6 +1085,17 @@ pub fn train_with_steps(
         &small,
         progress,
     )?;
+    let sensitive = crate::sensitive::train_head(
+        &encoder,
+        &crate::sensitive::read_all(&cfg.sensitivity_files)?,
+        &cfg.sensitivity_files
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        &small,
+        progress,
+    )?;
     let rows = oob_rows(&int_bag.oob);
     let int_oob: Vec<Vec<f32>> = rows
         .iter()
@@ -1149,7 +1164,14 @@ pub fn train_with_steps(
                 temperature: edge_model.person.temperature,
                 metrics: edge_model.metrics.clone(),
             },
-        ],
+        ]
+        .into_iter()
+        .chain(sensitive.as_ref().map(|t| HeadCard {
+            spec: t.head.spec.clone(),
+            temperature: t.head.temperature,
+            metrics: t.metrics.clone(),
+        }))
+        .collect(),
         training_data: json!({
             "files": data_hashes,
             "dev_split": format!("styles {} held out; records without a style: FNV-1a(id) % 100 < 15", HELD_OUT_STYLES.join(", ")),
@@ -1179,6 +1201,7 @@ pub fn train_with_steps(
         affect,
         intensity,
         person: Some(edge_model.person),
+        sensitive: sensitive.map(|t| t.head),
         card,
     };
     heads.save(&cfg.heads_dir)?;

@@ -48,6 +48,7 @@ pub mod record;
 pub mod report;
 pub mod run;
 pub mod segment;
+pub mod sensitive;
 pub mod sensitive_rules;
 pub mod tables;
 pub mod verdict;

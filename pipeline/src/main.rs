@@ -310,6 +310,11 @@ struct TrainArgs {
     /// and data/training/styles/*.jsonl).
     #[arg(long)]
     data: Vec<PathBuf>,
+    /// Records labeled for sensitive content, for the sensitive content
+    /// head (default: data/sensitivity/*.jsonl; none there: no head, the
+    /// identifier rules alone detect).
+    #[arg(long)]
+    sensitivity: Vec<PathBuf>,
     /// Folder with GoEmotions train.tsv, dev.tsv and labels.txt.
     #[arg(long, default_value = "../shared/datasets/goemotions")]
     goemotions: PathBuf,
@@ -368,6 +373,12 @@ struct EvalArgs {
     /// A GoEmotions TSV split (labels.txt beside it).
     #[arg(long)]
     goemotions: Option<PathBuf>,
+    /// Records labeled for sensitive content (data/sensitivity/*.jsonl):
+    /// the detector's recall per category, false positives on the hard
+    /// controls, ECE; with --dev only its held-out styles
+    /// (third_person_memory, rambling_journal).
+    #[arg(long, num_args = 1..)]
+    sensitivity: Vec<PathBuf>,
     /// Print JSON for machines.
     #[arg(long)]
     json: bool,
@@ -1367,6 +1378,20 @@ fn cmd_train(args: TrainArgs) -> Result<(), Failure> {
     } else {
         args.data.clone()
     };
+    let sensitivity = if args.sensitivity.is_empty() {
+        let dir = repo_path("data/sensitivity");
+        let mut found: Vec<PathBuf> = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        found.sort();
+        found
+    } else {
+        args.sensitivity.clone()
+    };
     let finetune = (!args.frozen).then(|| tomlite::learn::FineTuneConfig {
         epochs: args
             .epochs
@@ -1388,6 +1413,7 @@ fn cmd_train(args: TrainArgs) -> Result<(), Failure> {
             .unwrap_or_else(|| repo_path(tomlite::classifier::DEFAULT_MODEL_DIR)),
         heads_dir: args.out.clone().unwrap_or_else(|| repo_path(default_out)),
         tom_files: data,
+        sensitivity_files: sensitivity,
         goemotions_train: args.goemotions.join("train.tsv"),
         goemotions_dev: args.goemotions.join("dev.tsv"),
         options: tomlite_models::heads::TrainOptions {
@@ -1484,11 +1510,40 @@ fn step_line(p: &tomlite_models::finetune::Progress) -> String {
     )
 }
 
+/// `tomlite eval --sensitivity`'s lines.
+fn print_sensitivity(v: &serde_json::Value) {
+    println!(
+        "== {} ({} records{}): sensitive content at P >= {}",
+        v["data"].as_str().unwrap_or(""),
+        v["records"],
+        if v["split"] == "dev" {
+            ", dev split"
+        } else {
+            ""
+        },
+        v["threshold"]
+    );
+    println!(
+        "sensitive  recall {} of {}  controls flagged {} of {} ({})  ECE {}  category right {}  quote on the gold line {}",
+        v["recall"],
+        v["sensitive"],
+        v["control_false_positives"],
+        v["controls"],
+        v["control_false_positive_rate"],
+        v["ece"],
+        v["category_right_when_detected"],
+        v["quote_overlaps_gold_line"]
+    );
+    for (name, c) in v["per_category"].as_object().into_iter().flatten() {
+        println!("    {name:30} recall {}  n {}", c["recall"], c["support"]);
+    }
+}
+
 fn cmd_eval(args: EvalArgs) -> Result<(), Failure> {
     let (policy, _) = load_policy(args.policy.as_deref())?;
-    if args.data.is_empty() && args.goemotions.is_none() {
+    if args.data.is_empty() && args.goemotions.is_none() && args.sensitivity.is_empty() {
         return Err(Failure::config(anyhow::anyhow!(
-            "nothing to evaluate: pass --data FILE and/or --goemotions TSV"
+            "nothing to evaluate: pass --data FILE, --goemotions TSV and/or --sensitivity FILE"
         )));
     }
     let registry = match &args.nodes {
@@ -1516,6 +1571,9 @@ fn cmd_eval(args: EvalArgs) -> Result<(), Failure> {
     if let Some(g) = &args.goemotions {
         sets.push(tomlite::learn::eval_goemotions(&mut clf, g).map_err(failed)?);
     }
+    if !args.sensitivity.is_empty() {
+        sets.push(tomlite::sensitive::eval(&mut clf, &args.sensitivity, args.dev).map_err(failed)?);
+    }
     if args.json {
         println!(
             "{}",
@@ -1524,6 +1582,10 @@ fn cmd_eval(args: EvalArgs) -> Result<(), Failure> {
         return Ok(());
     }
     for s in &sets {
+        if let Some(v) = s.get("sensitivity") {
+            print_sensitivity(v);
+            continue;
+        }
         println!(
             "== {} ({} records{})",
             s["data"].as_str().unwrap_or(""),

@@ -118,11 +118,16 @@ fn heads_learn_separable_data_reproducibly_and_round_trip() {
         tag_calibration: None,
         edges: None,
     };
+    // The sensitive head: in the card after the person head (or alone).
+    let mut sensitive = lin.clone();
+    sensitive.spec.name = "sensitive".into();
+    sensitive.temperature = 0.8;
     let mut heads = Heads {
         tom_kind: tom,
         affect: mlp,
         intensity: lin,
         person: Some(person),
+        sensitive: Some(sensitive),
         card,
     };
     heads.affect.temperature = 1.7;
@@ -137,6 +142,30 @@ fn heads_learn_separable_data_reproducibly_and_round_trip() {
         p.probabilities(&xt).unwrap(),
         heads.person.as_ref().unwrap().probabilities(&xt).unwrap()
     );
+    let sens = back
+        .sensitive
+        .as_ref()
+        .expect("sensitive head saved and loaded");
+    assert_eq!(sens.temperature, 0.8);
+    assert_eq!(
+        sens.probabilities(&xt).unwrap(),
+        heads
+            .sensitive
+            .as_ref()
+            .unwrap()
+            .probabilities(&xt)
+            .unwrap()
+    );
+    assert_eq!(back.card.heads.len(), 5);
+    assert_eq!(back.card.heads[4].spec.name, "sensitive");
+    // Without a person head the sensitive one still comes back by name.
+    heads.person = None;
+    heads.card.heads.truncate(3);
+    let other = tempfile::tempdir().unwrap();
+    heads.save(other.path()).unwrap();
+    let back2 = Heads::load(other.path()).unwrap();
+    assert!(back2.person.is_none());
+    assert_eq!(back2.sensitive.as_ref().unwrap().temperature, 0.8);
     assert_eq!(
         back.affect.probabilities(&xt).unwrap(),
         heads.affect.probabilities(&xt).unwrap()

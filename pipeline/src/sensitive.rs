@@ -1,0 +1,478 @@
+//! Sensitive content without a flag: the detector's head (trained on
+//! `data/sensitivity`), and how its probabilities and the identifier rules
+//! ([`crate::sensitive_rules`]) become one record's [`Sensitive`].
+//!
+//! The head reads the same sentence vector as the other heads (no second
+//! encoder pass): a softmax over `none` and the nine categories, so
+//! P(sensitive) = 1 − P(none). Each sentence is scored by the same head on
+//! its in-context vector, and the surest sentence is the quote.
+
+use std::path::PathBuf;
+
+use candle_core::{Device, Tensor};
+use serde_json::{Value, json};
+use tomlite_models::Encoder;
+use tomlite_models::data::{SensitivityRecord, read_sensitivity};
+use tomlite_models::heads::{Head, HeadSpec, Targets, TrainOptions};
+use tomlite_models::metrics::{ece, fit_temperature_softmax, softmax_t};
+
+use crate::annotation::{Quote, Sensitive};
+use crate::classifier::Classifier;
+use crate::learn::LearnError;
+use crate::sensitive_rules::Rules;
+use crate::vocab::{SAFETY_CATEGORY, SENSITIVE_CATEGORIES};
+
+/// The head's labels: `none`, then [`SENSITIVE_CATEGORIES`].
+pub fn labels() -> Vec<String> {
+    std::iter::once("none")
+        .chain(SENSITIVE_CATEGORIES)
+        .map(str::to_string)
+        .collect()
+}
+
+/// Styles of `data/sensitivity` held out of training, for the dev split:
+/// memories told in the third person and long journals with the line
+/// buried mid-text.
+pub const SENSITIVE_HELD_OUT_STYLES: [&str; 2] = ["third_person_memory", "rambling_journal"];
+
+/// Whether a sensitivity record belongs to the dev split.
+pub fn is_held_out(r: &SensitivityRecord) -> bool {
+    r.style
+        .as_deref()
+        .is_some_and(|s| SENSITIVE_HELD_OUT_STYLES.contains(&s))
+}
+
+/// The default detection threshold on P(sensitive): chosen for recall (a
+/// missed self-harm record costs more than a quarantined workout note).
+pub const DEFAULT_THRESHOLD: f64 = 0.35;
+
+/// The version of the identifier rules, part of the annotator id: a change
+/// of what the rules find redoes the records annotated under the old ones.
+pub const RULES_VERSION: &str = "sensitive-rules-1";
+
+/// Reads every sensitivity file, the file's path with each record.
+pub fn read_all(files: &[PathBuf]) -> Result<Vec<SensitivityRecord>, LearnError> {
+    let mut out = Vec::new();
+    for f in files {
+        out.extend(read_sensitivity(f)?);
+    }
+    Ok(out)
+}
+
+/// The label index of a record: 0 for not sensitive, else 1 + its category.
+fn label_of(r: &SensitivityRecord, path: &str) -> Result<usize, LearnError> {
+    if !r.sensitivity.sensitive {
+        return Ok(0);
+    }
+    let c = r.sensitivity.category.clone().unwrap_or_default();
+    SENSITIVE_CATEGORIES
+        .iter()
+        .position(|k| *k == c)
+        .map(|i| i + 1)
+        .ok_or(LearnError::Label {
+            path: path.to_string(),
+            id: r.id.clone(),
+            field: "sensitivity.category",
+            label: c,
+        })
+}
+
+/// What training the head gives back.
+pub struct Trained {
+    /// The head, its temperature fitted out of bag.
+    pub head: Head,
+    /// Figures for the card: out-of-bag and dev.
+    pub metrics: Value,
+}
+
+/// Trains the sensitive head on the training styles of `records`: each
+/// record's vector, and for a sensitive record its quote's in-context
+/// vector too (the classifier scores sentences with the same head),
+/// class-weighted, bagged; the temperature is fitted on the records'
+/// out-of-bag logits. `None` when there are no records.
+pub fn train_head(
+    encoder: &Encoder,
+    records: &[SensitivityRecord],
+    source: &str,
+    opts: &TrainOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Option<Trained>, LearnError> {
+    let (dev, train): (Vec<&SensitivityRecord>, Vec<&SensitivityRecord>) =
+        records.iter().partition(|r| is_held_out(r));
+    if train.is_empty() {
+        return Ok(None);
+    }
+    let texts: Vec<&str> = train.iter().map(|r| r.text.as_str()).collect();
+    let spans: Vec<Vec<(usize, usize)>> = train
+        .iter()
+        .map(|r| {
+            let q = r
+                .sensitivity
+                .quote
+                .as_deref()
+                .filter(|_| r.sensitivity.sensitive);
+            q.and_then(|q| r.text.find(q).map(|s| vec![(s, s + q.len())]))
+                .unwrap_or_default()
+        })
+        .collect();
+    let encoded = encoder.encode_with_spans(&texts, &spans)?;
+    let dim = encoder.dim();
+    let (mut rows, mut labels, mut group, mut is_record) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (g, r) in train.iter().enumerate() {
+        let l = label_of(r, source)?;
+        rows.extend_from_slice(&encoded.embeddings[g]);
+        labels.push(l);
+        group.push(g);
+        is_record.push(true);
+        for v in encoded.spans[g].iter().flatten() {
+            rows.extend_from_slice(v);
+            labels.push(l);
+            group.push(g);
+            is_record.push(false);
+        }
+    }
+    let x = Tensor::from_vec(rows, (labels.len(), dim), &Device::Cpu)?;
+    let spec = HeadSpec {
+        name: "sensitive".into(),
+        labels: self::labels(),
+        multi_label: false,
+        hidden: 0,
+    };
+    let weights = crate::learn::class_weights(&labels, spec.labels.len());
+    let targets = Targets::Single {
+        labels: labels.iter().map(|&l| l as u32).collect(),
+        weights,
+    };
+    let bag = crate::learn::train_bagged(&spec, &x, &targets, &group, opts, |_, _, _| {})?;
+    let mut head = bag.head;
+    let oob_rows: Vec<usize> = (0..labels.len())
+        .filter(|&i| is_record[i] && bag.oob[i].is_some())
+        .collect();
+    let oob: Vec<Vec<f32>> = oob_rows
+        .iter()
+        .filter_map(|&i| bag.oob[i].clone())
+        .collect();
+    let gold: Vec<usize> = oob_rows.iter().map(|&i| labels[i]).collect();
+    head.temperature = fit_temperature_softmax(&oob, &gold);
+    let p_oob: Vec<f64> = oob
+        .iter()
+        .map(|z| 1.0 - softmax_t(z, head.temperature)[0])
+        .collect();
+    let oob_figures = figures(&p_oob, &gold, DEFAULT_THRESHOLD);
+    // The dev styles, scored by the record vector alone (the detector's
+    // full figures, rules included, come from `tomlite eval`).
+    let dev_figures = if dev.is_empty() {
+        Value::Null
+    } else {
+        let texts: Vec<&str> = dev.iter().map(|r| r.text.as_str()).collect();
+        let e = encoder.encode(&texts)?;
+        let flat: Vec<f32> = e.embeddings.concat();
+        let x = Tensor::from_vec(flat, (dev.len(), dim), &Device::Cpu)?;
+        let p: Vec<f64> = head
+            .logits_rows(&x)?
+            .iter()
+            .map(|z| 1.0 - softmax_t(z, head.temperature)[0])
+            .collect();
+        let gold: Vec<usize> = dev
+            .iter()
+            .map(|r| label_of(r, source))
+            .collect::<Result<_, _>>()?;
+        figures(&p, &gold, DEFAULT_THRESHOLD)
+    };
+    progress(&format!(
+        "sensitive head: {} training records ({} rows), temperature {:.3}; out of bag at P >= {DEFAULT_THRESHOLD}: recall {}, controls flagged {}; dev styles ({}): recall {}, controls flagged {}",
+        train.len(),
+        labels.len(),
+        head.temperature,
+        oob_figures["recall"],
+        oob_figures["control_false_positive_rate"],
+        SENSITIVE_HELD_OUT_STYLES.join(", "),
+        dev_figures["recall"],
+        dev_figures["control_false_positive_rate"],
+    ));
+    Ok(Some(Trained {
+        head,
+        metrics: json!({
+            "training_records": train.len(),
+            "held_out_styles": SENSITIVE_HELD_OUT_STYLES,
+            "threshold": DEFAULT_THRESHOLD,
+            "out_of_bag": oob_figures,
+            "dev_record_vector_only": dev_figures,
+        }),
+    }))
+}
+
+/// Recall (overall and per category), false positives on the controls and
+/// the ECE of P(sensitive), at `threshold`; `gold` is 0 for a control,
+/// 1 + category otherwise.
+pub fn figures(p: &[f64], gold: &[usize], threshold: f64) -> Value {
+    let pos = gold.iter().filter(|&&g| g > 0).count();
+    let neg = gold.len() - pos;
+    let hit = |i: usize| p[i] >= threshold;
+    let found = (0..gold.len()).filter(|&i| gold[i] > 0 && hit(i)).count();
+    let false_pos = (0..gold.len()).filter(|&i| gold[i] == 0 && hit(i)).count();
+    let per: serde_json::Map<String, Value> = SENSITIVE_CATEGORIES
+        .iter()
+        .enumerate()
+        .map(|(c, name)| {
+            let of: Vec<usize> = (0..gold.len()).filter(|&i| gold[i] == c + 1).collect();
+            let got = of.iter().filter(|&&i| hit(i)).count();
+            (
+                name.to_string(),
+                json!({"support": of.len(), "recall": ratio(got, of.len())}),
+            )
+        })
+        .collect();
+    let correct: Vec<bool> = gold.iter().map(|&g| g > 0).collect();
+    json!({
+        "sensitive": pos,
+        "controls": neg,
+        "recall": ratio(found, pos),
+        "per_category": per,
+        "control_false_positives": false_pos,
+        "control_false_positive_rate": ratio(false_pos, neg),
+        "ece": round4(ece(p, &correct, 10)),
+    })
+}
+
+fn ratio(a: usize, b: usize) -> Value {
+    if b == 0 {
+        Value::Null
+    } else {
+        json!(round4(a as f64 / b as f64))
+    }
+}
+
+fn round4(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0
+}
+
+/// `tomlite eval --sensitivity`: the detector as the classifier runs it
+/// (head and rules) on labeled records (only the held-out styles with
+/// `dev`): recall overall and per category, false positives on the hard
+/// controls, the ECE of P(sensitive), and how often a detected sensitive
+/// record gets its gold category.
+pub fn eval(clf: &mut Classifier, files: &[PathBuf], dev: bool) -> Result<Value, LearnError> {
+    let records: Vec<SensitivityRecord> = read_all(files)?
+        .into_iter()
+        .filter(|r| !dev || is_held_out(r))
+        .collect();
+    let source = files
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let threshold = clf.sensitive_threshold().unwrap_or(DEFAULT_THRESHOLD);
+    let texts: Vec<&str> = records.iter().map(|r| r.text.as_str()).collect();
+    let mut p = Vec::with_capacity(records.len());
+    let mut gold = Vec::with_capacity(records.len());
+    let (mut right_category, mut detected_sensitive) = (0usize, 0usize);
+    let mut quote_hits = 0usize;
+    for (chunk, recs) in texts.chunks(64).zip(records.chunks(64)) {
+        let scores = clf.score(chunk)?;
+        for ((text, r), s) in chunk.iter().zip(recs).zip(&scores) {
+            let g = label_of(r, &source)?;
+            p.push(clf.sensitive_probability(text, s));
+            gold.push(g);
+            if g > 0
+                && let Some(found) = clf.detect_sensitive(text, s)
+            {
+                detected_sensitive += 1;
+                if found.category.as_deref() == r.sensitivity.category.as_deref() {
+                    right_category += 1;
+                }
+                // The quote overlaps the gold line.
+                if let (Some(q), Some(qs), Some(qe)) = (
+                    r.sensitivity.quote.as_deref(),
+                    found.quote.start,
+                    found.quote.end,
+                ) && let Some(gs) = r.text.find(q)
+                    && (qs as usize) < gs + q.len()
+                    && gs < qe as usize
+                {
+                    quote_hits += 1;
+                }
+            }
+        }
+    }
+    let mut out = figures(&p, &gold, threshold);
+    if let Value::Object(o) = &mut out {
+        o.insert("data".into(), json!(source));
+        o.insert("split".into(), json!(if dev { "dev" } else { "all" }));
+        o.insert("records".into(), json!(records.len()));
+        o.insert("threshold".into(), json!(threshold));
+        o.insert(
+            "category_right_when_detected".into(),
+            ratio(right_category, detected_sensitive),
+        );
+        o.insert(
+            "quote_overlaps_gold_line".into(),
+            ratio(quote_hits, detected_sensitive),
+        );
+    }
+    Ok(json!({"sensitivity": out}))
+}
+
+/// The detector's verdict on one record, from the head's distribution over
+/// the record (`record`: `none` first), P(sensitive) of each sentence
+/// (`sentences`, with their spans), and the identifier rules.
+///
+/// - The rules find identifiers and secrets (`credentials_pii`,
+///   confidence 1: a Luhn-valid card number is not a matter of degree).
+/// - The head detects when P(sensitive) ≥ `threshold`; its category is the
+///   most likely one, its quote the sentence with the highest P(sensitive).
+/// - When both fire, a safety record (`mental_health_self_harm`) from the
+///   head wins, else the rules' identifier.
+pub fn detect(
+    text: &str,
+    record: Option<&[f64]>,
+    sentences: &[((usize, usize), f64)],
+    rules: &Rules,
+    threshold: f64,
+) -> Option<Sensitive> {
+    let model = record.and_then(|p| {
+        let sensitive = 1.0 - p.first().copied().unwrap_or(1.0);
+        if sensitive < threshold {
+            return None;
+        }
+        let (c, _) = p
+            .iter()
+            .enumerate()
+            .skip(1)
+            .max_by(|a, b| a.1.total_cmp(b.1))?;
+        let (s, e) = sentences
+            .iter()
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map_or((0, text.len()), |&(span, _)| span);
+        Some(found(
+            text,
+            SENSITIVE_CATEGORIES[c - 1],
+            sensitive,
+            (s, e),
+            "model".into(),
+        ))
+    });
+    if let Some(m) = &model
+        && m.category.as_deref() == Some(SAFETY_CATEGORY)
+    {
+        return model;
+    }
+    let rule = rules.find(text).into_iter().next().map(|f| {
+        let span = sentences
+            .iter()
+            .map(|&(span, _)| span)
+            .find(|&(s, e)| s <= f.start && f.end <= e)
+            .unwrap_or((f.start, f.end));
+        found(
+            text,
+            "credentials_pii",
+            1.0,
+            span,
+            format!("rules:{}", f.kind),
+        )
+    });
+    rule.or(model)
+}
+
+fn found(
+    text: &str,
+    category: &str,
+    confidence: f64,
+    (start, end): (usize, usize),
+    detector: String,
+) -> Sensitive {
+    // Trim the sentence's surrounding whitespace: the quote is its words.
+    let raw = &text[start..end];
+    let lead = raw.len() - raw.trim_start().len();
+    let (start, end) = (start + lead, start + lead + raw.trim().len());
+    Sensitive {
+        category: Some(category.to_string()),
+        confidence: Some(round4(confidence)),
+        quote: Quote {
+            text: Some(text[start..end].to_string()),
+            start: Some(start as u64),
+            end: Some(end as u64),
+        },
+        detector: Some(detector),
+        problems: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p_of(category: &str, p: f64) -> Vec<f64> {
+        let mut v = vec![0.0; 10];
+        let c = SENSITIVE_CATEGORIES
+            .iter()
+            .position(|k| *k == category)
+            .unwrap();
+        v[0] = 1.0 - p;
+        v[c + 1] = p;
+        v
+    }
+
+    #[test]
+    fn the_head_detects_at_the_threshold_and_quotes_its_surest_sentence() {
+        let text = "Gym was fine. Some nights I don't see the point of any of it.";
+        let second = text.find("Some").unwrap();
+        let sentences = [((0, second), 0.1), ((second, text.len()), 0.9)];
+        let rules = Rules::new();
+        let p = p_of("mental_health_self_harm", 0.8);
+        let s = detect(text, Some(&p), &sentences, &rules, 0.35).unwrap();
+        assert_eq!(s.category.as_deref(), Some("mental_health_self_harm"));
+        assert_eq!(s.confidence, Some(0.8));
+        assert_eq!(s.detector.as_deref(), Some("model"));
+        assert_eq!(
+            s.quote.text.as_deref(),
+            Some("Some nights I don't see the point of any of it.")
+        );
+        assert_eq!(s.quote.start, Some(second as u64));
+        assert!(s.quote.is_verbatim(text));
+        assert!(detect(text, Some(&p_of("health", 0.3)), &sentences, &rules, 0.35).is_none());
+    }
+
+    #[test]
+    fn an_identifier_the_rules_find_is_credentials_pii_unless_the_head_sees_a_safety_record() {
+        let text = "Card is 4111 1111 1111 1111. Rent is due.";
+        let end = text.find(" Rent").unwrap();
+        let sentences = [((0, end + 1), 0.2), ((end + 1, text.len()), 0.1)];
+        let rules = Rules::new();
+        let s = detect(
+            text,
+            Some(&p_of("finances_debt", 0.6)),
+            &sentences,
+            &rules,
+            0.35,
+        )
+        .unwrap();
+        assert_eq!(s.category.as_deref(), Some("credentials_pii"));
+        assert_eq!(s.confidence, Some(1.0));
+        assert_eq!(s.detector.as_deref(), Some("rules:card_number"));
+        assert_eq!(
+            s.quote.text.as_deref(),
+            Some("Card is 4111 1111 1111 1111.")
+        );
+        let safety = p_of("mental_health_self_harm", 0.7);
+        let s = detect(text, Some(&safety), &sentences, &rules, 0.35).unwrap();
+        assert_eq!(s.category.as_deref(), Some("mental_health_self_harm"));
+        // Without a head (older heads) the rules still run.
+        let s = detect(text, None, &sentences, &rules, 0.35).unwrap();
+        assert_eq!(s.detector.as_deref(), Some("rules:card_number"));
+    }
+
+    #[test]
+    fn figures_count_recall_per_category_and_false_positives_on_controls() {
+        let p = [0.9, 0.2, 0.5, 0.1, 0.6];
+        let gold = [2, 2, 9, 0, 0];
+        let f = figures(&p, &gold, 0.35);
+        assert_eq!(f["recall"], 0.6667);
+        assert_eq!(f["per_category"]["mental_health_self_harm"]["recall"], 0.5);
+        assert_eq!(f["per_category"]["credentials_pii"]["recall"], 1.0);
+        assert_eq!(f["control_false_positives"], 1);
+        assert_eq!(f["control_false_positive_rate"], 0.5);
+        assert!(f["per_category"]["health"]["recall"].is_null());
+    }
+}
