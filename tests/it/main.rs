@@ -17,6 +17,7 @@ mod ops;
 mod outputs;
 mod policy;
 mod registry;
+mod sensitive;
 mod sample;
 mod staging;
 mod verdict;
