@@ -1141,7 +1141,7 @@ fn merge_into_a_shard_staging_dir_is_refused_and_merges_go_on_night_after_night(
     // The merged runs' receipts are sealed like a run's.
     let verified = env.cmd("verify", &["--staging", "merged"]).ok();
     assert_eq!(
-        verified.stdout.matches("(8 files)").count(),
+        verified.stdout.matches("(9 files)").count(),
         2,
         "{}",
         verified.stdout
