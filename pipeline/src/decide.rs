@@ -182,7 +182,7 @@ pub enum Decision {
         /// The annotator's best kind, when it gave no tag.
         best: Option<(String, f64)>,
         /// The record is flagged, or holds a detection that quarantines.
-        sensitive: Option<SensitiveRecord>,
+        sensitive: Option<Box<SensitiveRecord>>,
     },
     /// No annotation at all.
     Missing,
@@ -237,7 +237,11 @@ fn bytes(q: &Quote) -> String {
 /// not verbatim is said so). A detection that cannot be read (unknown or
 /// missing category, a field of the wrong type) quarantines
 /// `unparseable_annotation`.
-pub fn sensitivity(record: &Record, annotation: Option<&Annotation>, policy: &Policy) -> SensitiveCheck {
+pub fn sensitivity(
+    record: &Record,
+    annotation: Option<&Annotation>,
+    policy: &Policy,
+) -> SensitiveCheck {
     let mut out = SensitiveCheck::default();
     if record.is_sensitive() {
         add(&mut out.reasons, Reason::SensitiveBoundaryOrSafetyRecord);
@@ -370,7 +374,7 @@ pub fn decide(
                 } else {
                     None
                 },
-                sensitive: sensitive.record,
+                sensitive: sensitive.record.map(Box::new),
             }
         }
     }
@@ -918,6 +922,92 @@ mod tests {
         let (tags, edges) = items(decide(&r, &a, &p, &Registry));
         assert_eq!(tags[0].reasons, [Reason::SourceQuoteMissing]);
         assert_eq!(edges[0].reasons, [Reason::UnknownTargetNode]);
+    }
+
+    fn with_sensitive(category: &str, confidence: f64, quote: &str) -> String {
+        let s = TEXT.find(quote).unwrap();
+        let l = line(
+            &[tag("preference", 0.9, "keep answers short.")],
+            &[edge("user:sam", 0.9)],
+            ("sad", 0.9),
+            ("high", 0.9),
+        );
+        format!(
+            r#"{},"sensitive":{{"category":"{category}","confidence":{confidence},"quote":"{quote}","quote_start":{s},"quote_end":{},"detector":"model"}}}}"#,
+            &l[..l.len() - 1],
+            s + quote.len()
+        )
+    }
+
+    #[test]
+    fn a_detection_quarantines_every_tag_and_edge_and_makes_a_sensitive_record() {
+        let d = run(
+            with_sensitive("mental_health_self_harm", 0.93, "I felt ignored"),
+            &[],
+        );
+        let Decision::Annotated {
+            tags,
+            edges,
+            sensitive,
+            ..
+        } = d
+        else {
+            panic!("{d:?}")
+        };
+        let s = TEXT.find("I felt ignored").unwrap();
+        let want = format!(
+            "sensitive content detected: mental_health_self_harm (confidence 0.93, model) in \"I felt ignored\" at bytes [{s}, {})",
+            s + "I felt ignored".len()
+        );
+        for (reasons, detail) in tags
+            .iter()
+            .map(|t| (&t.reasons, &t.detail))
+            .chain(edges.iter().map(|e| (&e.reasons, &e.detail)))
+        {
+            assert_eq!(reasons, &[Reason::SensitiveBoundaryOrSafetyRecord]);
+            assert_eq!(detail, std::slice::from_ref(&want));
+        }
+        let s = sensitive.unwrap();
+        assert!(s.safety && s.flags.is_empty());
+        assert_eq!(
+            s.detection.unwrap().category.as_deref(),
+            Some("mental_health_self_harm")
+        );
+    }
+
+    #[test]
+    fn a_detection_under_the_threshold_changes_nothing() {
+        let d = run(with_sensitive("health", 0.34, "I felt ignored"), &[]);
+        let Decision::Annotated {
+            tags,
+            edges,
+            sensitive,
+            ..
+        } = d
+        else {
+            panic!("{d:?}")
+        };
+        assert!(tags[0].reasons.is_empty() && edges[0].reasons.is_empty());
+        assert_eq!(sensitive, None);
+    }
+
+    #[test]
+    fn a_flag_keeps_its_detail_and_a_detection_adds_its_own() {
+        let (tags, _) = items(run(
+            with_sensitive("health", 0.5, "I felt ignored"),
+            &["sensitive"],
+        ));
+        assert_eq!(tags[0].reasons, [Reason::SensitiveBoundaryOrSafetyRecord]);
+        assert_eq!(tags[0].detail[0], "record is flagged sensitive");
+        assert!(tags[0].detail[1].starts_with("sensitive content detected: health"));
+    }
+
+    #[test]
+    fn an_unknown_category_is_unparseable_naming_the_field() {
+        let (tags, edges) = items(run(with_sensitive("medical", 0.9, "I felt ignored"), &[]));
+        assert_eq!(tags[0].reasons, [Reason::UnparseableAnnotation]);
+        assert_eq!(edges[0].reasons, [Reason::UnparseableAnnotation]);
+        assert!(tags[0].detail[0].starts_with("sensitive.category: `medical`"));
     }
 
     #[test]

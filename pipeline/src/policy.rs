@@ -1018,6 +1018,63 @@ classifier_policy:
     }
 
     #[test]
+    fn sensitive_content_defaults_to_on_at_0_35_for_every_category() {
+        let p = parse("").unwrap();
+        let s = &p.persona_memory_policy.sensitive_content;
+        assert!(s.detect);
+        assert_eq!(s.threshold, 0.35);
+        assert_eq!(s.quarantine_categories, strings(&SENSITIVE_CATEGORIES));
+        assert!(s.quarantines("health", 0.35));
+        assert!(!s.quarantines("health", 0.349));
+        let q = parse(
+            "persona_memory_policy:\n  sensitive_content:\n    quarantine_categories: [sexual]\n    threshold: 1\n",
+        )
+        .unwrap();
+        let s = &q.persona_memory_policy.sensitive_content;
+        assert!(s.quarantines("sexual", 1.0) && !s.quarantines("health", 1.0));
+        assert_ne!(p.sha256(), q.sha256());
+        assert_eq!(parse(&q.to_yaml()).unwrap(), q);
+    }
+
+    #[test]
+    fn sensitive_content_keys_out_of_range_or_unknown_are_named() {
+        for (y, needle) in [
+            (
+                "threshold: 0",
+                "sensitive_content.threshold: 0 is outside (0, 1]",
+            ),
+            (
+                "threshold: -0.1",
+                "sensitive_content.threshold: -0.1 is outside (0, 1]",
+            ),
+            (
+                "threshold: 1.01",
+                "sensitive_content.threshold: 1.01 is outside (0, 1]",
+            ),
+            (
+                "quarantine_categories: [health, Health]",
+                "sensitive_content.quarantine_categories[1]: `Health` is not a sensitive category",
+            ),
+            (
+                "quarantine_categories: [sexual, sexual]",
+                "sensitive_content.quarantine_categories[1]: `sexual` is listed twice",
+            ),
+        ] {
+            let e = parse(&format!(
+                "persona_memory_policy:\n  sensitive_content:\n    {y}\n"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.contains(&format!("persona_memory_policy.{needle}")),
+                "{y}: {e}"
+            );
+        }
+        // Only under persona_memory_policy.
+        assert!(parse("sensitive_content:\n  detect: false\n").is_err());
+    }
+
+    #[test]
     fn hash_changes_with_any_value_and_round_trips_through_yaml() {
         let a = Policy::default();
         let mut b = Policy::default();

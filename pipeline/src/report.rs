@@ -494,8 +494,14 @@ pub fn markdown(data: &Value) -> String {
                 .collect();
             let mut what: Vec<String> = r["category"].as_str().map(md).into_iter().collect();
             what.extend(flags);
-            let quote = match (r["quote"].as_str(), r["quote_start"].as_u64(), r["quote_end"].as_u64()) {
-                (Some(q), Some(a), Some(b)) => format!("\"{}\" at bytes [{a}, {b})", visible(q, true, true)),
+            let quote = match (
+                r["quote"].as_str(),
+                r["quote_start"].as_u64(),
+                r["quote_end"].as_u64(),
+            ) {
+                (Some(q), Some(a), Some(b)) => {
+                    format!("\"{}\" at bytes [{a}, {b})", visible(q, true, true))
+                }
                 (Some(q), _, _) => format!("\"{}\"", visible(q, true, true)),
                 _ => "–".into(),
             };

@@ -399,7 +399,7 @@ struct Pending {
     state: (tomlite_staging::Digest, tomlite_staging::Digest),
     embedding: Option<Vec<i8>>,
     read_as: Option<ReadAs>,
-    sensitive: Option<SensitiveRecord>,
+    sensitive: Option<Box<SensitiveRecord>>,
 }
 
 struct Ctx<'a> {
@@ -952,7 +952,7 @@ fn run_body(
         for e in &mut p.edges {
             e.resolve(|id| seen.ids.get(id) == Some(&true) || state.contains(id));
         }
-        ctx.sensitive_row(&p.record, p.sensitive.as_ref())?;
+        ctx.sensitive_row(&p.record, p.sensitive.as_deref())?;
         let outcome = ctx.stage(&p.record, &p.tags, &p.edges, None, p.read_as)?;
         state.upsert(ctx.state_row(&p.record, p.state, outcome, p.embedding.as_deref()));
     }
@@ -1381,7 +1381,7 @@ impl Ctx<'_> {
                         });
                         continue;
                     }
-                    self.sensitive_row(&rec, sensitive.as_ref())?;
+                    self.sensitive_row(&rec, sensitive.as_deref())?;
                     self.stage(&rec, &tags, &edges, best.as_ref(), read_as)?
                 }
             };

@@ -8,7 +8,8 @@ use serde_json::{Map, Value, json};
 
 use crate::common::*;
 
-const SAD: &str = "Long day at work. Some nights I don't see the point of any of it. Talked to Sam about it.";
+const SAD: &str =
+    "Long day at work. Some nights I don't see the point of any of it. Talked to Sam about it.";
 const SAD_QUOTE: &str = "Some nights I don't see the point of any of it.";
 const CHEMO: &str = "Chemo starts on the 4th, so I asked Sam to keep answers short.";
 const PLAIN: &str = "Sam said: keep answers short. I prefer bullet points.";
@@ -80,7 +81,10 @@ fn a_detected_record_has_every_tag_and_edge_quarantined_naming_category_confiden
         assert_eq!(reasons(row), ["sensitive_boundary_or_safety_record"]);
         assert_eq!(row["detail"].as_str().unwrap(), want);
     }
-    let types: Vec<&str> = r1.iter().map(|r| r["item_type"].as_str().unwrap()).collect();
+    let types: Vec<&str> = r1
+        .iter()
+        .map(|r| r["item_type"].as_str().unwrap())
+        .collect();
     assert_eq!(types, ["tag", "edge"]);
     // Nothing of r1 is promoted; r2 (no detection) is promoted as before.
     let tags = env.table("promoted_tags");
@@ -106,7 +110,10 @@ fn a_detected_record_has_every_tag_and_edge_quarantined_naming_category_confiden
     assert_eq!(row["quote_start"], s);
     assert_eq!(row["quote_end"], s + SAD_QUOTE.len());
     assert_eq!(row["record_text"], SAD);
-    assert_eq!(row["annotator"].as_str().unwrap(), env.receipt()["annotator"]["id"]);
+    assert_eq!(
+        row["annotator"].as_str().unwrap(),
+        env.receipt()["annotator"]["id"]
+    );
     assert_eq!(row["run_id"], env.receipt()["run_id"]);
     assert_eq!(
         env.receipt()["sensitive"],
@@ -173,7 +180,12 @@ fn detections_below_threshold_outside_the_list_or_with_detect_off_are_promoted_a
             &[annotated(
                 "r1",
                 CHEMO,
-                Some(detected("health", confidence, CHEMO, "Chemo starts on the 4th")),
+                Some(detected(
+                    "health",
+                    confidence,
+                    CHEMO,
+                    "Chemo starts on the 4th",
+                )),
             )],
         );
         let ran = env.run_std(&["--policy", "p.yaml"]).ok();
@@ -205,7 +217,10 @@ fn detections_below_threshold_outside_the_list_or_with_detect_off_are_promoted_a
 // detection adds its own, and `detect: false` leaves the flag in force.
 #[test]
 fn a_producer_flag_wins_and_a_detection_on_a_flagged_record_adds_its_detail() {
-    for policy in ["", "persona_memory_policy:\n  sensitive_content:\n    detect: false\n"] {
+    for policy in [
+        "",
+        "persona_memory_policy:\n  sensitive_content:\n    detect: false\n",
+    ] {
         let env = Env::new();
         nodes(&env);
         env.write("p.yaml", policy);
@@ -268,7 +283,10 @@ fn abstained_sensitive_records_are_counted_in_the_receipt_and_the_sensitive_tabl
     // r3 has no annotation: abstained, flagged.
     env.jsonl(
         "annotations.jsonl",
-        &[a, annotation("r2", vec![], vec![], ("neutral", 0.9), ("low", 0.9))],
+        &[
+            a,
+            annotation("r2", vec![], vec![], ("neutral", 0.9), ("low", 0.9)),
+        ],
     );
     let ran = env.run_std(&[]).ok();
     let abstained = env.table("abstained");
@@ -359,18 +377,33 @@ fn safety_records_head_the_report_and_queue_items_carry_the_category() {
     let safety = md.find("## Safety records").expect(&md);
     assert!(title < safety);
     // Before anything else: the first section after the title.
-    let first_other = ["Annotator ", "| outcome", "## Quarantine by reason", "## Queue"]
-        .iter()
-        .map(|n| md.find(n).unwrap())
-        .min()
-        .unwrap();
+    let first_other = [
+        "Annotator ",
+        "| outcome",
+        "## Quarantine by reason",
+        "## Queue",
+    ]
+    .iter()
+    .map(|n| md.find(n).unwrap())
+    .min()
+    .unwrap();
     assert!(safety < first_other, "{md}");
     let section = &md[safety..first_other];
     assert!(section.contains("`r2`"), "{section}");
-    assert!(section.contains("mental\\_health\\_self\\_harm") || section.contains("mental_health_self_harm"), "{section}");
+    assert!(
+        section.contains("mental\\_health\\_self\\_harm")
+            || section.contains("mental_health_self_harm"),
+        "{section}"
+    );
     assert!(section.contains("0.93"), "{section}");
-    assert!(section.contains("Some nights I don't see the point of any of it."), "{section}");
-    assert!(!section.contains("`r1`"), "r1 is sensitive, not a safety record\n{section}");
+    assert!(
+        section.contains("Some nights I don't see the point of any of it."),
+        "{section}"
+    );
+    assert!(
+        !section.contains("`r1`"),
+        "r1 is sensitive, not a safety record\n{section}"
+    );
     assert!(md.contains("2 sensitive records (1 safety)"), "{md}");
 
     let html = std::fs::read_to_string(env.latest().join("report.html")).unwrap();
@@ -506,7 +539,11 @@ fn merge_sums_the_sensitive_counts_of_its_shards() {
             ],
         )
         .ok();
-    assert!(ran.stdout.contains("8 sensitive records (4 safety)"), "{}", ran.stdout);
+    assert!(
+        ran.stdout.contains("8 sensitive records (4 safety)"),
+        "{}",
+        ran.stdout
+    );
     let id = std::fs::read_to_string(env.path("merged/LATEST")).unwrap();
     let dir = env.path("merged/runs").join(id.trim());
     let receipt: Value =
