@@ -17,11 +17,12 @@ use tomlite_staging::State;
 use crate::common::*;
 
 /// Every fault point of a run, in the order a run passes them.
-const FAULT_POINTS: [&str; 14] = [
+const FAULT_POINTS: [&str; 15] = [
     "staged.promoted_tags",
     "staged.promoted_edges",
     "staged.quarantine",
     "staged.abstained",
+    "staged.sensitive",
     "staged.rejects",
     "staged.report_html",
     "staged.report_md",
