@@ -137,6 +137,9 @@ pub struct Annotation {
 }
 
 /// What an annotator said about one record.
+// `Parsed` is the common case and lives only while its record is decided;
+// boxing it would cost an allocation per record for nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Annotated {
     /// Nothing: the record is abstained.

@@ -8,10 +8,10 @@
 
 use sha2::{Digest as _, Sha256};
 
-use crate::annotation::{Annotated, Annotation, Quote, Scored};
+use crate::annotation::{Annotated, Annotation, Quote, Scored, Sensitive};
 use crate::policy::Policy;
 use crate::record::Record;
-use crate::vocab::{Field, suggest};
+use crate::vocab::{Field, SAFETY_CATEGORY, SENSITIVE_CATEGORIES, suggest};
 
 /// Why an item is quarantined: a closed set, spelled as in the seed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -26,7 +26,8 @@ pub enum Reason {
     MoreThanTwoEdgeCandidates,
     /// A label outside the controlled vocabulary.
     FreeformTomLabel,
-    /// The record is flagged `sensitive` or `safety`.
+    /// The record is flagged `sensitive` or `safety`, or its annotation
+    /// detected sensitive content the policy quarantines.
     SensitiveBoundaryOrSafetyRecord,
     /// The record has more tags (or affects) than allowed, or a kind twice.
     TooManyLabels,
@@ -180,6 +181,8 @@ pub enum Decision {
         edges: Vec<EdgeItem>,
         /// The annotator's best kind, when it gave no tag.
         best: Option<(String, f64)>,
+        /// The record is flagged, or holds a detection that quarantines.
+        sensitive: Option<Box<SensitiveRecord>>,
     },
     /// No annotation at all.
     Missing,
@@ -190,6 +193,125 @@ pub enum Decision {
         /// Why it could not be read.
         error: String,
     },
+}
+
+/// A sensitive record: flagged by its producer, or holding sensitive
+/// content the annotator detected and the policy quarantines.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SensitiveRecord {
+    /// The producer's flags (`sensitive`, `safety`); may be empty.
+    pub flags: Vec<String>,
+    /// The detection that quarantines: a known category in the policy's
+    /// `quarantine_categories`, confidence at or above its threshold.
+    pub detection: Option<Sensitive>,
+    /// A safety record: flagged `safety`, or detected `mental_health_self_harm`.
+    pub safety: bool,
+}
+
+/// What a record's flags and its annotation's `sensitive` mean for its
+/// items: the reasons and details every tag and edge gets, and the record
+/// as the `sensitive` table lists it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SensitiveCheck {
+    /// Reasons shared by every tag and edge of the record.
+    pub reasons: Vec<Reason>,
+    /// Their details.
+    pub detail: Vec<String>,
+    /// The record, when it is sensitive.
+    pub record: Option<SensitiveRecord>,
+}
+
+fn bytes(q: &Quote) -> String {
+    format!(
+        "[{}, {})",
+        q.start.map_or("?".into(), |s| s.to_string()),
+        q.end.map_or("?".into(), |e| e.to_string())
+    )
+}
+
+/// Checks a record's flags and its annotation's sensitive content against
+/// `persona_memory_policy.sensitive_content`. A flag always quarantines; a
+/// detection quarantines when the policy detects, its category is listed
+/// and its confidence is at or above the threshold, verbatim quote or not
+/// (sensitive content is never promoted on a technicality: a quote that is
+/// not verbatim is said so). A detection that cannot be read (unknown or
+/// missing category, a field of the wrong type) quarantines
+/// `unparseable_annotation`.
+pub fn sensitivity(
+    record: &Record,
+    annotation: Option<&Annotation>,
+    policy: &Policy,
+) -> SensitiveCheck {
+    let mut out = SensitiveCheck::default();
+    if record.is_sensitive() {
+        add(&mut out.reasons, Reason::SensitiveBoundaryOrSafetyRecord);
+        out.detail
+            .push(format!("record is flagged {}", record.flags.join(", ")));
+    }
+    let policy = &policy.persona_memory_policy.sensitive_content;
+    let mut detection = None;
+    if let Some(s) = annotation.and_then(|a| a.sensitive.as_ref())
+        && policy.detect
+    {
+        for p in &s.problems {
+            add(&mut out.reasons, Reason::UnparseableAnnotation);
+            out.detail.push(p.clone());
+        }
+        match s.category.as_deref() {
+            None => {
+                add(&mut out.reasons, Reason::UnparseableAnnotation);
+                out.detail
+                    .push("sensitive.category: missing (a detection names its category)".into());
+            }
+            Some(c) if !SENSITIVE_CATEGORIES.contains(&c) => {
+                add(&mut out.reasons, Reason::UnparseableAnnotation);
+                out.detail.push(format!(
+                    "sensitive.category: `{c}` is not a sensitive category ({})",
+                    SENSITIVE_CATEGORIES.join(", ")
+                ));
+            }
+            Some(c) => match s.confidence {
+                None if s.problems.is_empty() => {
+                    add(&mut out.reasons, Reason::UnparseableAnnotation);
+                    out.detail.push(format!(
+                        "sensitive.confidence: missing (a detection of {c} gives its P(sensitive))"
+                    ));
+                }
+                None => {}
+                Some(conf) if policy.quarantines(c, conf) => {
+                    add(&mut out.reasons, Reason::SensitiveBoundaryOrSafetyRecord);
+                    let detector = s.detector.as_deref().unwrap_or("detector not named");
+                    let at = match s.quote.text.as_deref() {
+                        Some(q) if !q.is_empty() => {
+                            let mut at = format!("in {q:?} at bytes {}", bytes(&s.quote));
+                            if !s.quote.is_verbatim(&record.text) {
+                                at.push_str(" (the quote is not verbatim at those bytes)");
+                            }
+                            at
+                        }
+                        _ => "(no quote given)".into(),
+                    };
+                    out.detail.push(format!(
+                        "sensitive content detected: {c} (confidence {conf}, {detector}) {at}"
+                    ));
+                    detection = Some(s.clone());
+                }
+                Some(_) => {}
+            },
+        }
+    }
+    if record.is_sensitive() || detection.is_some() {
+        let safety = record.flags.iter().any(|f| f == "safety")
+            || detection
+                .as_ref()
+                .is_some_and(|d| d.category.as_deref() == Some(SAFETY_CATEGORY));
+        out.record = Some(SensitiveRecord {
+            flags: record.flags.clone(),
+            detection,
+            safety,
+        });
+    }
+    out
 }
 
 fn add(reasons: &mut Vec<Reason>, r: Reason) {
@@ -242,15 +364,19 @@ pub fn decide(
             raw: raw.clone(),
             error: error.clone(),
         },
-        Annotated::Parsed(a) => Decision::Annotated {
-            tags: decide_tags(record, a, policy),
-            edges: decide_edges(record, a, policy, nodes),
-            best: if a.tags.is_empty() {
-                a.best.clone()
-            } else {
-                None
-            },
-        },
+        Annotated::Parsed(a) => {
+            let sensitive = sensitivity(record, Some(a), policy);
+            Decision::Annotated {
+                tags: decide_tags(record, a, policy, &sensitive),
+                edges: decide_edges(record, a, policy, nodes, &sensitive),
+                best: if a.tags.is_empty() {
+                    a.best.clone()
+                } else {
+                    None
+                },
+                sensitive: sensitive.record.map(Box::new),
+            }
+        }
     }
 }
 
@@ -299,7 +425,12 @@ fn record_label(
     (first.label.clone(), first.confidence, suggestion)
 }
 
-fn decide_tags(record: &Record, a: &Annotation, policy: &Policy) -> Vec<TagItem> {
+fn decide_tags(
+    record: &Record,
+    a: &Annotation,
+    policy: &Policy,
+    sensitive: &SensitiveCheck,
+) -> Vec<TagItem> {
     let when = &policy.tom_lite_promotion_policy.promote_tags_when;
     // Record-level reasons first: they apply to every tag.
     let mut shared = Vec::new();
@@ -351,10 +482,10 @@ fn decide_tags(record: &Record, a: &Annotation, policy: &Policy) -> Vec<TagItem>
             a.intensity.len()
         ));
     }
-    if record.is_sensitive() {
-        add(&mut shared, Reason::SensitiveBoundaryOrSafetyRecord);
-        shared_detail.push(format!("record is flagged {}", record.flags.join(", ")));
+    for r in &sensitive.reasons {
+        add(&mut shared, *r);
     }
+    shared_detail.extend(sensitive.detail.iter().cloned());
     a.tags
         .iter()
         .enumerate()
@@ -434,6 +565,7 @@ fn decide_edges(
     a: &Annotation,
     policy: &Policy,
     nodes: &dyn Nodes,
+    sensitive: &SensitiveCheck,
 ) -> Vec<EdgeItem> {
     let when = &policy.tom_lite_promotion_policy.promote_edges_when;
     let max = when.max_edges_per_record as usize;
@@ -457,10 +589,10 @@ fn decide_edges(
                     a.edges.len()
                 ));
             }
-            if record.is_sensitive() {
-                add(&mut reasons, Reason::SensitiveBoundaryOrSafetyRecord);
-                detail.push(format!("record is flagged {}", record.flags.join(", ")));
+            for r in &sensitive.reasons {
+                add(&mut reasons, *r);
             }
+            detail.extend(sensitive.detail.iter().cloned());
             match &e.relation {
                 None => {
                     add(&mut reasons, Reason::UnparseableAnnotation);
@@ -790,6 +922,92 @@ mod tests {
         let (tags, edges) = items(decide(&r, &a, &p, &Registry));
         assert_eq!(tags[0].reasons, [Reason::SourceQuoteMissing]);
         assert_eq!(edges[0].reasons, [Reason::UnknownTargetNode]);
+    }
+
+    fn with_sensitive(category: &str, confidence: f64, quote: &str) -> String {
+        let s = TEXT.find(quote).unwrap();
+        let l = line(
+            &[tag("preference", 0.9, "keep answers short.")],
+            &[edge("user:sam", 0.9)],
+            ("sad", 0.9),
+            ("high", 0.9),
+        );
+        format!(
+            r#"{},"sensitive":{{"category":"{category}","confidence":{confidence},"quote":"{quote}","quote_start":{s},"quote_end":{},"detector":"model"}}}}"#,
+            &l[..l.len() - 1],
+            s + quote.len()
+        )
+    }
+
+    #[test]
+    fn a_detection_quarantines_every_tag_and_edge_and_makes_a_sensitive_record() {
+        let d = run(
+            with_sensitive("mental_health_self_harm", 0.93, "I felt ignored"),
+            &[],
+        );
+        let Decision::Annotated {
+            tags,
+            edges,
+            sensitive,
+            ..
+        } = d
+        else {
+            panic!("{d:?}")
+        };
+        let s = TEXT.find("I felt ignored").unwrap();
+        let want = format!(
+            "sensitive content detected: mental_health_self_harm (confidence 0.93, model) in \"I felt ignored\" at bytes [{s}, {})",
+            s + "I felt ignored".len()
+        );
+        for (reasons, detail) in tags
+            .iter()
+            .map(|t| (&t.reasons, &t.detail))
+            .chain(edges.iter().map(|e| (&e.reasons, &e.detail)))
+        {
+            assert_eq!(reasons, &[Reason::SensitiveBoundaryOrSafetyRecord]);
+            assert_eq!(detail, std::slice::from_ref(&want));
+        }
+        let s = sensitive.unwrap();
+        assert!(s.safety && s.flags.is_empty());
+        assert_eq!(
+            s.detection.unwrap().category.as_deref(),
+            Some("mental_health_self_harm")
+        );
+    }
+
+    #[test]
+    fn a_detection_under_the_threshold_changes_nothing() {
+        let d = run(with_sensitive("health", 0.34, "I felt ignored"), &[]);
+        let Decision::Annotated {
+            tags,
+            edges,
+            sensitive,
+            ..
+        } = d
+        else {
+            panic!("{d:?}")
+        };
+        assert!(tags[0].reasons.is_empty() && edges[0].reasons.is_empty());
+        assert_eq!(sensitive, None);
+    }
+
+    #[test]
+    fn a_flag_keeps_its_detail_and_a_detection_adds_its_own() {
+        let (tags, _) = items(run(
+            with_sensitive("health", 0.5, "I felt ignored"),
+            &["sensitive"],
+        ));
+        assert_eq!(tags[0].reasons, [Reason::SensitiveBoundaryOrSafetyRecord]);
+        assert_eq!(tags[0].detail[0], "record is flagged sensitive");
+        assert!(tags[0].detail[1].starts_with("sensitive content detected: health"));
+    }
+
+    #[test]
+    fn an_unknown_category_is_unparseable_naming_the_field() {
+        let (tags, edges) = items(run(with_sensitive("medical", 0.9, "I felt ignored"), &[]));
+        assert_eq!(tags[0].reasons, [Reason::UnparseableAnnotation]);
+        assert_eq!(edges[0].reasons, [Reason::UnparseableAnnotation]);
+        assert!(tags[0].detail[0].starts_with("sensitive.category: `medical`"));
     }
 
     #[test]

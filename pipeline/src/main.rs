@@ -1056,6 +1056,25 @@ fn print_summary(s: &RunSummary) {
         "  edges       {} promoted, {} quarantined; {} to an earlier memory, {} naming someone not in the registry",
         c.promoted_edges, c.quarantined_edges, c.memory_links, c.unknown_mentions
     );
+    let sens = &s.sensitive;
+    if sens.records > 0 {
+        let detected: Vec<String> = sens
+            .by_category
+            .iter()
+            .map(|(cat, n)| format!("{cat} {n}"))
+            .collect();
+        println!(
+            "  sensitive   {} sensitive records ({} safety): {} flagged by their producer; detected: {}",
+            sens.records,
+            sens.safety_records,
+            sens.flagged,
+            if detected.is_empty() {
+                "none".to_string()
+            } else {
+                detected.join(", ")
+            }
+        );
+    }
     if c.quarantined_annotations > 0 {
         println!(
             "  annotations {} unreadable, quarantined whole",

@@ -21,14 +21,15 @@ use tomlite_staging::{StagingDir, State, StateRow};
 use crate::events::{Event, EventLog};
 use crate::nodes::Registry;
 use crate::policy::Policy;
-use crate::run::{Counts, RunSummary, StopCondition};
+use crate::run::{Counts, RunSummary, SensitiveCounts, StopCondition};
 
 /// The tables a run directory holds.
-pub const TABLES: [&str; 5] = [
+pub const TABLES: [&str; 6] = [
     "promoted_tags",
     "promoted_edges",
     "quarantine",
     "abstained",
+    "sensitive",
     "rejects",
 ];
 
@@ -407,6 +408,7 @@ pub fn merge(
         let mut counts = json!({});
         let mut reasons = json!({});
         let mut skipped = json!({});
+        let mut sensitive = SensitiveCounts::default();
         let (mut links, mut failed, mut poison) = (Vec::new(), Vec::new(), Vec::new());
         let mut retries = 0;
         // The most attempts one I/O operation took, in a shard or here.
@@ -416,6 +418,15 @@ pub fn merge(
             add_counts(&mut counts, &r["counts"]);
             add_counts(&mut reasons, &r["reasons"]);
             add_counts(&mut skipped, &r["skipped_from_runs"]);
+            // A receipt from before the `sensitive` table has none to add.
+            if !r["sensitive"].is_null() {
+                let part: SensitiveCounts = serde_json::from_value(r["sensitive"].clone())
+                    .map_err(|e| MergeError::Read {
+                        path: s.dir.join("receipt.json"),
+                        message: format!("sensitive: {e}"),
+                    })?;
+                sensitive.merge(&part);
+            }
             for (list, key) in [
                 (&mut links, "memory_links"),
                 (&mut failed, "failed"),
@@ -450,6 +461,7 @@ pub fn merge(
             })).collect::<Vec<_>>(),
             "counts": counts,
             "reasons": reasons,
+            "sensitive": sensitive,
             "memory_links": links,
             "failed": failed,
             "poison": poison,
@@ -510,9 +522,9 @@ pub fn merge(
         })?;
         let reasons: BTreeMap<String, u64> = serde_json::from_value(reasons).unwrap_or_default();
         let skipped: BTreeMap<String, u64> = serde_json::from_value(skipped).unwrap_or_default();
-        Ok((counts, reasons, skipped, retries, recovered))
+        Ok((counts, reasons, sensitive, skipped, retries, recovered))
     })();
-    let (counts, reasons, skipped, retries, recovered) = match result {
+    let (counts, reasons, sensitive, skipped, retries, recovered) = match result {
         Ok(v) => v,
         Err(e) => {
             let _ = std::fs::remove_dir_all(&tmp);
@@ -525,6 +537,7 @@ pub fn merge(
         run_dir,
         counts,
         reasons,
+        sensitive,
         skipped_from: skipped.into_keys().collect(),
         recovered,
         stop_condition: StopCondition::InputExhausted,

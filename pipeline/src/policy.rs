@@ -3,7 +3,9 @@
 //! `intensity_policy` and `classifier_policy`; `tom_lite_promotion_policy:`
 //! beside it) so the seed's YAML pastes in unchanged, plus a `run` block for
 //! the job itself. `tom_lite` and `classifier_policy` may also stand at the
-//! top level (the earlier layout).
+//! top level (the earlier layout). `persona_memory_policy.sensitive_content`
+//! (not in the seed; in its style) says what a detection of sensitive
+//! content in a record does.
 //!
 //! Every key is optional and defaults to the seed's value, so no file at all
 //! behaves exactly as the seed says. A policy may make the seed's rules
@@ -18,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::decide::Reason;
-use crate::vocab::{AFFECTS, Field, INTENSITIES, TOM_KINDS};
+use crate::vocab::{AFFECTS, Field, INTENSITIES, SENSITIVE_CATEGORIES, TOM_KINDS};
 
 /// The effective policy. Its canonical JSON, and so its sha256, holds the
 /// keys that can vary; the memory service's keys (`graph_policy`,
@@ -35,6 +37,87 @@ pub struct Policy {
     pub classifier_policy: ClassifierPolicy,
     /// The job's own settings.
     pub run: RunPolicy,
+    /// The keys of `persona_memory_policy` that can vary (beyond `tom_lite`
+    /// and `classifier_policy`, kept above for the earlier layout).
+    pub persona_memory_policy: PersonaMemoryPolicy,
+}
+
+/// `persona_memory_policy`: its keys that can vary.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PersonaMemoryPolicy {
+    /// What a detection of sensitive content does.
+    pub sensitive_content: SensitiveContent,
+}
+
+/// `persona_memory_policy.sensitive_content`: a record in which the
+/// annotator detected sensitive content (its annotation's `sensitive`) has
+/// every tag and edge quarantined `sensitive_boundary_or_safety_record`.
+/// A producer's flag (`sensitive`, `safety`) quarantines whatever this says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SensitiveContent {
+    /// Detections count (default true). False: an annotation's `sensitive`
+    /// is ignored; flags still quarantine.
+    pub detect: bool,
+    /// P(sensitive) at or above which a detection quarantines, in (0, 1]
+    /// (default 0.35: set for recall; a missed self-harm record costs more
+    /// than a quarantined workout note). The classifier reads it too.
+    pub threshold: f64,
+    /// The categories whose detections quarantine (default: all nine of
+    /// `vocab::SENSITIVE_CATEGORIES`); empty: none does.
+    pub quarantine_categories: Vec<String>,
+}
+
+impl Default for SensitiveContent {
+    fn default() -> Self {
+        Self {
+            detect: true,
+            threshold: 0.35,
+            quarantine_categories: strings(&SENSITIVE_CATEGORIES),
+        }
+    }
+}
+
+impl SensitiveContent {
+    /// Whether a detection of `category` at `confidence` quarantines.
+    pub fn quarantines(&self, category: &str, confidence: f64) -> bool {
+        self.detect
+            && confidence >= self.threshold
+            && self.quarantine_categories.iter().any(|c| c == category)
+    }
+
+    /// Checks the block; returns (key path, message).
+    fn check(&self) -> Result<(), (String, String)> {
+        const K: &str = "persona_memory_policy.sensitive_content";
+        let t = self.threshold;
+        if !(t > 0.0 && t <= 1.0) {
+            return Err((
+                format!("{K}.threshold"),
+                format!(
+                    "{t} is outside (0, 1]: a detection quarantines when its P(sensitive) is at or above it (0 would quarantine every record)"
+                ),
+            ));
+        }
+        for (i, c) in self.quarantine_categories.iter().enumerate() {
+            if !SENSITIVE_CATEGORIES.contains(&c.as_str()) {
+                return Err((
+                    format!("{K}.quarantine_categories[{i}]"),
+                    format!(
+                        "`{c}` is not a sensitive category ({})",
+                        SENSITIVE_CATEGORIES.join(", ")
+                    ),
+                ));
+            }
+            if self.quarantine_categories[..i].contains(c) {
+                return Err((
+                    format!("{K}.quarantine_categories[{i}]"),
+                    format!("`{c}` is listed twice"),
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `tom_lite`: the controlled vocabulary and per-memory limits.
@@ -184,6 +267,8 @@ struct PersonaBlock {
     intensity_policy: IntensityPolicy,
     #[serde(skip_serializing_if = "Option::is_none")]
     classifier_policy: Option<ClassifierPolicy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sensitive_content: Option<SensitiveContent>,
 }
 
 /// A policy file in either layout.
@@ -261,6 +346,7 @@ impl Default for PersonaBlock {
             graph_policy: GraphPolicy::default(),
             intensity_policy: IntensityPolicy::default(),
             classifier_policy: None,
+            sensitive_content: None,
         }
     }
 }
@@ -536,7 +622,9 @@ impl Policy {
         let mut nested_classifier = false;
         let mut tom_lite = file.tom_lite;
         let mut classifier_policy = file.classifier_policy;
+        let mut sensitive_content = None;
         if let Some(block) = file.persona_memory_policy {
+            sensitive_content = block.sensitive_content.clone();
             block.check().map_err(|(k, m)| key_error(k, m))?;
             for (name, top, nested, flag) in [
                 (
@@ -568,6 +656,9 @@ impl Policy {
             tom_lite_promotion_policy: file.tom_lite_promotion_policy,
             classifier_policy: classifier_policy.unwrap_or_default(),
             run: file.run,
+            persona_memory_policy: PersonaMemoryPolicy {
+                sensitive_content: sensitive_content.unwrap_or_default(),
+            },
         };
         policy.check().map_err(|(key, message)| {
             // Name the key where the file put it.
@@ -771,7 +862,7 @@ impl Policy {
         if self.run.max_text_bytes == 0 {
             return err("run.max_text_bytes", "must be positive".into());
         }
-        Ok(())
+        self.persona_memory_policy.sensitive_content.check()
     }
 
     /// The policy as canonical JSON (fixed key order), the input of [`Policy::sha256`].
@@ -791,6 +882,7 @@ impl Policy {
             persona_memory_policy: PersonaBlock {
                 tom_lite: Some(self.tom_lite.clone()),
                 classifier_policy: Some(self.classifier_policy.clone()),
+                sensitive_content: Some(self.persona_memory_policy.sensitive_content.clone()),
                 ..PersonaBlock::default()
             },
             tom_lite_promotion_policy: &self.tom_lite_promotion_policy,
@@ -923,6 +1015,63 @@ classifier_policy:
             e.to_string().contains("tom_lite.max_tom_kinds_per_memory"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn sensitive_content_defaults_to_on_at_0_35_for_every_category() {
+        let p = parse("").unwrap();
+        let s = &p.persona_memory_policy.sensitive_content;
+        assert!(s.detect);
+        assert_eq!(s.threshold, 0.35);
+        assert_eq!(s.quarantine_categories, strings(&SENSITIVE_CATEGORIES));
+        assert!(s.quarantines("health", 0.35));
+        assert!(!s.quarantines("health", 0.349));
+        let q = parse(
+            "persona_memory_policy:\n  sensitive_content:\n    quarantine_categories: [sexual]\n    threshold: 1\n",
+        )
+        .unwrap();
+        let s = &q.persona_memory_policy.sensitive_content;
+        assert!(s.quarantines("sexual", 1.0) && !s.quarantines("health", 1.0));
+        assert_ne!(p.sha256(), q.sha256());
+        assert_eq!(parse(&q.to_yaml()).unwrap(), q);
+    }
+
+    #[test]
+    fn sensitive_content_keys_out_of_range_or_unknown_are_named() {
+        for (y, needle) in [
+            (
+                "threshold: 0",
+                "sensitive_content.threshold: 0 is outside (0, 1]",
+            ),
+            (
+                "threshold: -0.1",
+                "sensitive_content.threshold: -0.1 is outside (0, 1]",
+            ),
+            (
+                "threshold: 1.01",
+                "sensitive_content.threshold: 1.01 is outside (0, 1]",
+            ),
+            (
+                "quarantine_categories: [health, Health]",
+                "sensitive_content.quarantine_categories[1]: `Health` is not a sensitive category",
+            ),
+            (
+                "quarantine_categories: [sexual, sexual]",
+                "sensitive_content.quarantine_categories[1]: `sexual` is listed twice",
+            ),
+        ] {
+            let e = parse(&format!(
+                "persona_memory_policy:\n  sensitive_content:\n    {y}\n"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.contains(&format!("persona_memory_policy.{needle}")),
+                "{y}: {e}"
+            );
+        }
+        // Only under persona_memory_policy.
+        assert!(parse("sensitive_content:\n  detect: false\n").is_err());
     }
 
     #[test]

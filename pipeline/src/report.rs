@@ -143,6 +143,40 @@ impl Recovered {
 /// counts, histograms and personas cover every row.
 pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
     let dir = input.dir;
+    // Sensitive records first: safety records head the report, and every
+    // queue item of a sensitive record carries its category (or flag).
+    let mut safety = Vec::new();
+    let mut safety_total = 0usize;
+    let mut sensitive_of: std::collections::HashMap<String, String> = Default::default();
+    let cols: Vec<&str> = tables::SENSITIVE.iter().map(|c| c.0).collect();
+    each(dir, "sensitive", &cols, |r| {
+        let id = st(&r, "record_id").unwrap_or("").to_string();
+        let flags: Vec<&str> = r
+            .get("flags")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let label = match st(&r, "category") {
+            Some(c) => c.to_string(),
+            None => format!("flag:{}", flags.join(",")),
+        };
+        if r.get("safety").and_then(Value::as_u64) == Some(1) {
+            safety_total += 1;
+            if safety.len() < MAX_LISTED {
+                safety.push(json!({
+                    "record_id": id, "persona_id": r.get("persona_id"), "record_kind": r.get("record_kind"),
+                    "source_path": r.get("source_path"), "category": r.get("category"), "flags": flags,
+                    "confidence": r.get("confidence"), "detector": r.get("detector"), "quote": r.get("quote"),
+                    "quote_start": r.get("quote_start"), "quote_end": r.get("quote_end"),
+                }));
+            }
+        }
+        if sensitive_of.len() < MAX_QUEUE_ITEMS {
+            sensitive_of.insert(id, label);
+        }
+    })?;
     let mut recovered = Recovered::default();
     let mut hist: BTreeMap<&str, [Vec<f64>; 2]> = BTreeMap::new();
     let mut personas: BTreeMap<String, [u64; 3]> = BTreeMap::new();
@@ -241,6 +275,7 @@ pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
             "quote": quote, "q16_start": span.map(|s| s.0), "q16_end": span.map(|s| s.1),
             "text": ix, "raw_annotation": q.get("raw_annotation"),
             "parse_class": q.get("parse_class"), "escape_shape": q.get("escape_shape"),
+            "sensitive": st(&q, "record_id").and_then(|id| sensitive_of.get(id)),
         }));
     })?;
     let mut abstained = Vec::new();
@@ -289,6 +324,9 @@ pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
             "inputs": r["inputs"].as_array().map(|a| a.iter().map(|i| json!({"path": i["path"], "records": i["records"]})).collect::<Vec<_>>()),
         },
         "counts": r["counts"],
+        "sensitive": r["sensitive"],
+        "safety": safety,
+        "safety_total": safety_total,
         "previous": prev,
         "reasons": r["reasons"],
         "personas": personas.iter().map(|(p, c)| json!({"persona_id": p, "promoted": c[0], "quarantined": c[1], "abstained": c[2]})).collect::<Vec<_>>(),
@@ -437,6 +475,52 @@ pub fn markdown(data: &Value) -> String {
         "# tomlite run {}\n",
         md(run["run_id"].as_str().unwrap_or(""))
     );
+    // Safety records before anything else.
+    let safety = data["safety"].as_array().map_or(&[][..], Vec::as_slice);
+    if !safety.is_empty() {
+        let total = n(&data["safety_total"]);
+        let _ = writeln!(
+            s,
+            "## Safety records\n\n{total} safety records (detected `mental_health_self_harm` or flagged `safety`): every tag and edge of them is quarantined. Read these first.\n\n\
+             | record | persona | category / flag | confidence | quote |\n|---|---|---|---:|---|"
+        );
+        for r in safety.iter().take(200) {
+            let flags: Vec<String> = r["flags"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(|f| format!("flag {}", md(f)))
+                .collect();
+            let mut what: Vec<String> = r["category"].as_str().map(md).into_iter().collect();
+            what.extend(flags);
+            let quote = match (
+                r["quote"].as_str(),
+                r["quote_start"].as_u64(),
+                r["quote_end"].as_u64(),
+            ) {
+                (Some(q), Some(a), Some(b)) => {
+                    format!("\"{}\" at bytes [{a}, {b})", visible(q, true, true))
+                }
+                (Some(q), _, _) => format!("\"{}\"", visible(q, true, true)),
+                _ => "–".into(),
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {quote} |",
+                code(r["record_id"].as_str().unwrap_or("")),
+                md(r["persona_id"].as_str().unwrap_or("")),
+                what.join(", "),
+                r["confidence"]
+                    .as_f64()
+                    .map_or("–".to_string(), |c| format!("{c:.2}"))
+            );
+        }
+        if safety.len() > 200 {
+            let _ = writeln!(s, "\n(the first 200 listed; all of them in report.html)");
+        }
+        let _ = writeln!(s);
+    }
     let policy: String = run["policy_sha256"]
         .as_str()
         .unwrap_or("")
@@ -450,6 +534,27 @@ pub fn markdown(data: &Value) -> String {
         code(&policy),
         run["duration_seconds"].as_f64().unwrap_or(0.0)
     );
+    let sens = &data["sensitive"];
+    if n(&sens["records"]) > 0 {
+        let cats: Vec<String> = sens["by_category"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| format!("{} {}", md(k), n(v)))
+            .collect();
+        let _ = writeln!(
+            s,
+            "{} sensitive records ({} safety): {} flagged by their producer; detected: {}.\n",
+            n(&sens["records"]),
+            n(&sens["safety_records"]),
+            n(&sens["flagged"]),
+            if cats.is_empty() {
+                "none".to_string()
+            } else {
+                cats.join(", ")
+            }
+        );
+    }
     let prev = &data["previous"];
     let _ = writeln!(s, "| outcome | this run | previous run |\n|---|---:|---:|");
     for k in [

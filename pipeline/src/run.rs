@@ -19,7 +19,9 @@ use serde_json::json;
 use tomlite_staging::{StagingDir, State, StateRow, fault};
 
 use crate::annotation::{AnnotateError, Annotator, AnnotatorInfo};
-use crate::decide::{Decision, EdgeItem, Exists, Nodes, Reason, TagItem, decide};
+use crate::decide::{
+    Decision, EdgeItem, Exists, Nodes, Reason, SensitiveRecord, TagItem, decide, sensitivity,
+};
 use crate::events::{Event, EventLog};
 use crate::nodes::Registry;
 use crate::policy::Policy;
@@ -275,6 +277,44 @@ pub struct Counts {
     pub other_shards: u64,
 }
 
+/// Sensitive records of a run (the receipt's `sensitive`): records flagged
+/// by their producer or with a detection the policy quarantines, tagged or
+/// abstained alike.
+#[derive(Debug, Default, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
+#[serde(default)]
+pub struct SensitiveCounts {
+    /// Sensitive records (rows of the `sensitive` table).
+    pub records: u64,
+    /// Of those, safety records: detected `mental_health_self_harm` or flagged `safety`.
+    pub safety_records: u64,
+    /// Of those, records a producer flagged (with or without a detection).
+    pub flagged: u64,
+    /// Detected records per category (flag-only records are in none).
+    pub by_category: BTreeMap<String, u64>,
+}
+
+impl SensitiveCounts {
+    /// Counts one sensitive record.
+    pub fn add(&mut self, s: &SensitiveRecord) {
+        self.records += 1;
+        self.safety_records += u64::from(s.safety);
+        self.flagged += u64::from(!s.flags.is_empty());
+        if let Some(c) = s.detection.as_ref().and_then(|d| d.category.as_ref()) {
+            *self.by_category.entry(c.clone()).or_default() += 1;
+        }
+    }
+
+    /// Adds another run's counts (a shard's, in a merge).
+    pub fn merge(&mut self, other: &SensitiveCounts) {
+        self.records += other.records;
+        self.safety_records += other.safety_records;
+        self.flagged += other.flagged;
+        for (c, n) in &other.by_category {
+            *self.by_category.entry(c.clone()).or_default() += n;
+        }
+    }
+}
+
 /// An input as the receipt lists it.
 #[derive(Debug, Clone, Serialize)]
 pub struct InputInfo {
@@ -300,6 +340,8 @@ pub struct RunSummary {
     pub counts: Counts,
     /// Quarantined items per reason.
     pub reasons: BTreeMap<String, u64>,
+    /// Sensitive records.
+    pub sensitive: SensitiveCounts,
     /// Which runs this one's skipped records were processed in.
     pub skipped_from: Vec<String>,
     /// What a killed earlier run left behind and recovery removed or completed.
@@ -345,6 +387,7 @@ struct Tables {
     promoted_edges: Table,
     quarantine: Table,
     abstained: Table,
+    sensitive: Table,
     rejects: Table,
 }
 
@@ -356,6 +399,7 @@ struct Pending {
     state: (tomlite_staging::Digest, tomlite_staging::Digest),
     embedding: Option<Vec<i8>>,
     read_as: Option<ReadAs>,
+    sensitive: Option<Box<SensitiveRecord>>,
 }
 
 struct Ctx<'a> {
@@ -366,6 +410,7 @@ struct Ctx<'a> {
     tables: Tables,
     counts: Counts,
     reasons: BTreeMap<String, u64>,
+    sensitive: SensitiveCounts,
     /// The first memory links, for the receipt.
     memory_links: Vec<serde_json::Value>,
     /// Curated items by record id: (fingerprint hex, identity, decision).
@@ -712,6 +757,7 @@ fn run_body(
         promoted_edges: Table::create(&mut run, "promoted_edges", tables::PROMOTED_EDGES)?,
         quarantine: Table::create(&mut run, "quarantine", tables::QUARANTINE)?,
         abstained: Table::create(&mut run, "abstained", tables::ABSTAINED)?,
+        sensitive: Table::create(&mut run, "sensitive", tables::SENSITIVE)?,
         rejects: Table::create(&mut run, "rejects", tables::REJECTS)?,
     };
     let mut ctx = Ctx {
@@ -722,6 +768,7 @@ fn run_body(
         tables,
         counts: Counts::default(),
         reasons: BTreeMap::new(),
+        sensitive: SensitiveCounts::default(),
         memory_links: Vec::new(),
         suppress: crate::curate::Curated::load(&cfg.staging)
             .map_err(|e| RunError::Curated {
@@ -905,6 +952,7 @@ fn run_body(
         for e in &mut p.edges {
             e.resolve(|id| seen.ids.get(id) == Some(&true) || state.contains(id));
         }
+        ctx.sensitive_row(&p.record, p.sensitive.as_deref())?;
         let outcome = ctx.stage(&p.record, &p.tags, &p.edges, None, p.read_as)?;
         state.upsert(ctx.state_row(&p.record, p.state, outcome, p.embedding.as_deref()));
     }
@@ -972,6 +1020,7 @@ fn run_body(
         tables,
         counts,
         reasons,
+        sensitive,
         memory_links,
         failures,
         ..
@@ -982,6 +1031,7 @@ fn run_body(
         ("promoted_edges", tables.promoted_edges),
         ("quarantine", tables.quarantine),
         ("abstained", tables.abstained),
+        ("sensitive", tables.sensitive),
         ("rejects", tables.rejects),
     ] {
         let closed = t.close()?;
@@ -1011,6 +1061,7 @@ fn run_body(
         "shard": cfg.shard.map(|s| json!({"index": s.index, "count": s.count, "key": "persona_id"})),
         "counts": counts,
         "reasons": reasons,
+        "sensitive": sensitive,
         "memory_links": memory_links,
         "failed": failures.iter().filter(|f| f["kind"] == "failed").take(100).collect::<Vec<_>>(),
         "poison": failures.iter().filter(|f| f["kind"] == "poison").take(100).collect::<Vec<_>>(),
@@ -1120,6 +1171,7 @@ fn run_body(
         run_dir,
         counts,
         reasons,
+        sensitive,
         skipped_from: skipped_from.into_keys().collect(),
         recovered,
         stop_condition: stop,
@@ -1300,14 +1352,23 @@ impl Ctx<'_> {
             };
             let outcome = match decision {
                 Decision::Missing => {
+                    let flagged = sensitivity(&rec, None, &self.cfg.policy).record;
+                    self.sensitive_row(&rec, flagged.as_ref())?;
                     self.abstain(&rec, None, "no_annotation", read_as)?;
                     "abstained"
                 }
                 Decision::Unparseable { raw, error } => {
+                    let flagged = sensitivity(&rec, None, &self.cfg.policy).record;
+                    self.sensitive_row(&rec, flagged.as_ref())?;
                     self.unparseable(&rec, &raw, &error, read_as)?;
                     "unparseable"
                 }
-                Decision::Annotated { tags, edges, best } => {
+                Decision::Annotated {
+                    tags,
+                    edges,
+                    best,
+                    sensitive,
+                } => {
                     if edges.iter().any(|e| !e.pending.is_empty()) {
                         pending.push(Pending {
                             record: rec,
@@ -1316,9 +1377,11 @@ impl Ctx<'_> {
                             state: digests,
                             embedding,
                             read_as,
+                            sensitive,
                         });
                         continue;
                     }
+                    self.sensitive_row(&rec, sensitive.as_deref())?;
                     self.stage(&rec, &tags, &edges, best.as_ref(), read_as)?
                 }
             };
@@ -1398,6 +1461,35 @@ impl Ctx<'_> {
             Val::S(Some(&self.run_id)),
             class,
             shape,
+        ])?;
+        Ok(())
+    }
+
+    /// The `sensitive` row and counts of a sensitive record (nothing for
+    /// any other).
+    fn sensitive_row(&mut self, rec: &Record, s: Option<&SensitiveRecord>) -> Result<(), RunError> {
+        let Some(s) = s else {
+            return Ok(());
+        };
+        self.sensitive.add(s);
+        let d = s.detection.as_ref();
+        let flags: Vec<&str> = s.flags.iter().map(String::as_str).collect();
+        self.tables.sensitive.push(&[
+            Val::S(Some(&rec.id)),
+            Val::S(Some(&rec.persona_id)),
+            Val::S(Some(&rec.source_path)),
+            Val::S(Some(rec.kind.as_str())),
+            Val::S(d.and_then(|d| d.category.as_deref())),
+            Val::F(d.and_then(|d| d.confidence)),
+            Val::S(d.and_then(|d| d.detector.as_deref())),
+            Val::L(&flags),
+            Val::U(Some(u64::from(s.safety))),
+            Val::S(d.and_then(|d| d.quote.text.as_deref())),
+            Val::U(d.and_then(|d| d.quote.start)),
+            Val::U(d.and_then(|d| d.quote.end)),
+            Val::S(Some(&rec.text)),
+            Val::S(Some(&self.info.id)),
+            Val::S(Some(&self.run_id)),
         ])?;
         Ok(())
     }

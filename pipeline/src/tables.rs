@@ -165,6 +165,31 @@ pub const ABSTAINED: Columns = &[
     ("escape_shape", Str, true),
 ];
 
+/// Sensitive records: one row per record flagged by its producer or with
+/// a detection the policy quarantines (`persona_memory_policy.sensitive_content`),
+/// whether it has tags or abstained.
+pub const SENSITIVE: Columns = &[
+    ("record_id", Str, false),
+    ("persona_id", Str, false),
+    ("source_path", Str, false),
+    ("record_kind", Str, false),
+    // The detection: null when the record is only flagged.
+    ("category", Str, true),
+    ("confidence", F64, true),
+    ("detector", Str, true),
+    // The producer's flags (`sensitive`, `safety`); empty when only detected.
+    ("flags", List, false),
+    // 1: a safety record (category `mental_health_self_harm` or flag
+    // `safety`), listed first in the report; 0 otherwise.
+    ("safety", U64, false),
+    ("quote", Str, true),
+    ("quote_start", U64, true),
+    ("quote_end", U64, true),
+    ("record_text", Str, false),
+    ("annotator", Str, false),
+    ("run_id", Str, false),
+];
+
 /// Rejected input lines, rows, files and annotation lines.
 pub const REJECTS: Columns = &[
     ("source", Str, false),

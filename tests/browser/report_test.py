@@ -79,6 +79,15 @@ def main():
         n_free = int(driver.find_element(By.ID, "queue-count").text)
         check(n_free == 5, f"freeform_tom_label filter shows {n_free}")
         Select(driver.find_element(By.ID, "filter-reason")).select_by_value("")
+        # Safety records come first (the sample's s-007 is flagged `safety`),
+        # and the sensitive filter keeps only that record's items.
+        first = driver.find_element(By.CSS_SELECTOR, "main > section:not([hidden])")
+        check(first.get_attribute("id") == "safety", f"first section is {first.get_attribute('id')!r}")
+        check("s-007" in first.text, "the safety section does not list s-007")
+        Select(driver.find_element(By.ID, "filter-sensitive")).select_by_value("flag:safety")
+        ids = [i.get_attribute("data-item-id") for i in driver.find_elements(By.CSS_SELECTOR, "#queue .item")]
+        check(ids and all(i.startswith("s-007#") for i in ids), f"sensitive filter shows {ids}")
+        Select(driver.find_element(By.ID, "filter-sensitive")).select_by_value("")
 
         driver.find_element(By.ID, "curator").send_keys("rosa")
 

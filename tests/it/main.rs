@@ -18,6 +18,7 @@ mod outputs;
 mod policy;
 mod registry;
 mod sample;
+mod sensitive;
 mod staging;
 mod verdict;
 mod verify;

@@ -17,11 +17,12 @@ use tomlite_staging::State;
 use crate::common::*;
 
 /// Every fault point of a run, in the order a run passes them.
-const FAULT_POINTS: [&str; 14] = [
+const FAULT_POINTS: [&str; 15] = [
     "staged.promoted_tags",
     "staged.promoted_edges",
     "staged.quarantine",
     "staged.abstained",
+    "staged.sensitive",
     "staged.rejects",
     "staged.report_html",
     "staged.report_md",
@@ -1141,7 +1142,7 @@ fn merge_into_a_shard_staging_dir_is_refused_and_merges_go_on_night_after_night(
     // The merged runs' receipts are sealed like a run's.
     let verified = env.cmd("verify", &["--staging", "merged"]).ok();
     assert_eq!(
-        verified.stdout.matches("(8 files)").count(),
+        verified.stdout.matches("(9 files)").count(),
         2,
         "{}",
         verified.stdout

@@ -111,16 +111,26 @@ fn hostile_ids_and_text_cannot_act_on_a_terminal_or_forge_report_md() {
     let mut rec2 = record("r2\u{1b}]0;title\u{7}", "# Keep answers short.\n- item");
     rec2["persona_id"] = json!("bo`b");
     env.jsonl("records.jsonl", &[rec, rec2]);
+    // A safety record whose quote is the hostile text: the report's first section.
+    let mut first = annotation(
+        id,
+        vec![tag(
+            "preference",
+            0.4,
+            hostile_text,
+            &hostile_text[quote.len() + 1..],
+        )],
+        vec![],
+        ("neutral", 0.9),
+        ("low", 0.9),
+    );
+    first["sensitive"] = json!({"category": "mental_health_self_harm", "confidence": 0.9,
+        "quote": &hostile_text[quote.len() + 1..], "quote_start": quote.len() + 1,
+        "quote_end": hostile_text.len(), "detector": "model"});
     env.jsonl(
         "annotations.jsonl",
         &[
-            annotation(
-                id,
-                vec![tag("preference", 0.4, hostile_text, &hostile_text[quote.len() + 1..])],
-                vec![],
-                ("neutral", 0.9),
-                ("low", 0.9),
-            ),
+            first,
             annotation(
                 "r2\u{1b}]0;title\u{7}",
                 vec![json!({"tom_kind": "preference", "confidence": 0.4,
@@ -141,13 +151,19 @@ fn hostile_ids_and_text_cannot_act_on_a_terminal_or_forge_report_md() {
     assert!(md.contains("\\u{9b}"), "{md}");
     // Every heading is one of the report's own.
     let headings: Vec<&str> = md.lines().filter(|l| l.starts_with('#')).collect();
-    assert_eq!(headings.len(), 4, "{headings:#?}\n{md}");
+    assert_eq!(headings.len(), 5, "{headings:#?}\n{md}");
     assert!(headings[0].starts_with("# tomlite run "));
+    assert_eq!(headings[1], "## Safety records");
     for h in &headings[1..] {
         assert!(
-            ["## Quarantine by reason", "## By persona", "## Queue"]
-                .iter()
-                .any(|p| h.starts_with(p)),
+            [
+                "## Safety records",
+                "## Quarantine by reason",
+                "## By persona",
+                "## Queue"
+            ]
+            .iter()
+            .any(|p| h.starts_with(p)),
             "{h}"
         );
     }
@@ -182,6 +198,21 @@ fn hostile_ids_and_text_cannot_act_on_a_terminal_or_forge_report_md() {
         assert_eq!(cells(row), 5, "{row}");
     }
     assert!(md.contains("ada \\| 999"), "{md}");
+    // The safety table keeps its five columns.
+    let safety: Vec<&str> = md
+        .split("## Safety records")
+        .nth(1)
+        .unwrap()
+        .split("| outcome")
+        .next()
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .collect();
+    assert_eq!(safety.len(), 3, "{safety:#?}");
+    for row in &safety {
+        assert_eq!(cells(row), 6, "{row}");
+    }
 }
 
 fn rows_of<'a>(rows: &'a [Map<String, Value>], id: &str) -> Vec<&'a Map<String, Value>> {

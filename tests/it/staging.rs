@@ -635,6 +635,7 @@ fn outputs_are_readable_and_events_follow_the_seed() {
         "promoted_edges.parquet",
         "quarantine.parquet",
         "abstained.parquet",
+        "sensitive.parquet",
         "rejects.parquet",
         "receipt.json",
         "events.jsonl",

@@ -37,7 +37,8 @@ fn verify_names_a_tampered_deleted_or_unlisted_file_of_a_sealed_run() {
             "quarantine.parquet",
             "rejects.parquet",
             "report.html",
-            "report.md"
+            "report.md",
+            "sensitive.parquet"
         ]
     );
     for f in files {
@@ -47,7 +48,7 @@ fn verify_names_a_tampered_deleted_or_unlisted_file_of_a_sealed_run() {
     }
     let run_dir = dir.to_str().unwrap().to_string();
     let ok = verify(&env, &[&run_dir]).ok();
-    assert!(ok.stdout.contains("(8 files)"), "{}", ok.stdout);
+    assert!(ok.stdout.contains("(9 files)"), "{}", ok.stdout);
     verify(&env, &["--staging", "staging"]).ok();
 
     // One byte changed, same size.
@@ -142,7 +143,7 @@ fn verify_staging_checks_the_state_list_of_runs_against_runs_and_latest() {
         .ok();
     let second = env.latest();
     let ok = verify(&env, &["--staging", "staging"]).ok();
-    assert_eq!(ok.stdout.matches("(8 files)").count(), 2, "{}", ok.stdout);
+    assert_eq!(ok.stdout.matches("(9 files)").count(), 2, "{}", ok.stdout);
 
     // A temporary directory (a run in progress) is left out, not a difference.
     std::fs::create_dir(env.staging().join("runs/.tmp-x")).unwrap();
