@@ -244,14 +244,17 @@ impl ModelArgs {
 
     fn load(&self, policy: &Policy) -> Result<Classifier, Failure> {
         let (m, h) = self.dirs();
-        Classifier::load_with_adapters(
+        let mut clf = Classifier::load_with_adapters(
             &m,
             &h,
             self.adapters.as_deref(),
             policy.classifier_policy.abstain_below,
             self.precision,
         )
-        .map_err(Failure::config)
+        .map_err(Failure::config)?;
+        let sensitive = &policy.persona_memory_policy.sensitive_content;
+        clf.set_sensitive_threshold(sensitive.detect.then_some(sensitive.threshold));
+        Ok(clf)
     }
 }
 

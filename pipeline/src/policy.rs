@@ -73,7 +73,7 @@ impl Default for SensitiveContent {
     fn default() -> Self {
         Self {
             detect: true,
-            threshold: 0.35,
+            threshold: crate::sensitive::DEFAULT_THRESHOLD,
             quarantine_categories: strings(&SENSITIVE_CATEGORIES),
         }
     }
