@@ -69,6 +69,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         tom_kind: spec("tom_kind", 8, true, 0),
         affect: spec("affect", 6, false, 512),
         intensity: spec("intensity", 3, false, 0),
+        sensitive: None,
     };
     let opts = FineTuneOptions {
         epochs: 1,

@@ -378,6 +378,10 @@ pub struct Example {
     pub affect: Option<u32>,
     /// intensity: the label index.
     pub intensity: Option<u32>,
+    /// sensitive content: the label index (`none` first), for runs with a
+    /// sensitive head.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sensitive: Option<u32>,
 }
 
 impl Example {
@@ -388,6 +392,7 @@ impl Example {
             tom_kind: Some(kinds),
             affect: Some(affect),
             intensity: Some(intensity),
+            sensitive: None,
         }
     }
 
@@ -398,6 +403,7 @@ impl Example {
             tom_kind: Some(kinds),
             affect: None,
             intensity: None,
+            sensitive: None,
         }
     }
 
@@ -408,6 +414,18 @@ impl Example {
             tom_kind: None,
             affect: Some(affect),
             intensity: None,
+            sensitive: None,
+        }
+    }
+
+    /// A record or sentence labeled for sensitive content only.
+    pub fn sensitive_only(text: impl Into<String>, label: u32) -> Self {
+        Self {
+            text: text.into(),
+            tom_kind: None,
+            affect: None,
+            intensity: None,
+            sensitive: Some(label),
         }
     }
 }
@@ -421,6 +439,9 @@ pub struct HeadSpecs {
     pub affect: HeadSpec,
     /// Softmax.
     pub intensity: HeadSpec,
+    /// Softmax over `none` and the sensitive categories (optional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sensitive: Option<HeadSpec>,
 }
 
 /// Settings of a fine-tuning run.
@@ -447,6 +468,9 @@ pub struct FineTuneOptions {
     /// Loss weight of each intensity label (empty: all 1).
     #[serde(default)]
     pub intensity_class_weights: Vec<f32>,
+    /// Loss weight of each sensitive label (empty: all 1).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sensitive_class_weights: Vec<f32>,
     /// Weight of the similarity term: the mean, over the examples with a
     /// tom_kind target (records and their sentences), of 1 − cos(tuned
     /// vector, base vector). It keeps the tuned sentence vectors near the
@@ -481,6 +505,7 @@ impl Default for FineTuneOptions {
             max_tokens: 128,
             affect_class_weights: Vec::new(),
             intensity_class_weights: Vec::new(),
+            sensitive_class_weights: Vec::new(),
             similarity_weight: 1.0,
             affect_only_per_epoch: None,
             checkpoint_dir: None,
@@ -595,6 +620,8 @@ pub struct Trainable {
     pub affect: TrainHead,
     /// intensity.
     pub intensity: TrainHead,
+    /// sensitive content, when the run has the head.
+    pub sensitive: Option<TrainHead>,
 }
 
 impl Trainable {
@@ -606,7 +633,10 @@ impl Trainable {
             out.push((format!("lora.{key}.a"), a.clone()));
             out.push((format!("lora.{key}.b"), b.clone()));
         }
-        for h in [&self.tom_kind, &self.affect, &self.intensity] {
+        for h in [&self.tom_kind, &self.affect, &self.intensity]
+            .into_iter()
+            .chain(&self.sensitive)
+        {
             out.extend(h.vars());
         }
         out
@@ -616,7 +646,7 @@ impl Trainable {
 /// The per-head losses of a batch, and their sum (what is minimised).
 #[derive(Debug, Clone)]
 pub struct Losses {
-    /// tom_kind + affect + intensity + similarity × its weight.
+    /// tom_kind + affect + intensity + sensitive + similarity × its weight.
     pub total: Tensor,
     /// Masked binary cross-entropy of tom_kind.
     pub tom_kind: Tensor,
@@ -624,6 +654,9 @@ pub struct Losses {
     pub affect: Tensor,
     /// Masked, class-weighted cross-entropy of intensity.
     pub intensity: Tensor,
+    /// Masked, class-weighted cross-entropy of sensitive content (0
+    /// without the head).
+    pub sensitive: Tensor,
     /// Mean 1 − cos(tuned vector, base vector) over the examples given an
     /// anchor (0 when none is).
     pub similarity: Tensor,
@@ -695,6 +728,8 @@ pub struct FineTuned {
     pub affect: Head,
     /// intensity (temperature 1).
     pub intensity: Head,
+    /// sensitive content (temperature 1), when the run had the head.
+    pub sensitive: Option<Head>,
     /// sha256 of the base weights.
     pub base_sha256: String,
     /// The run's settings.
@@ -733,6 +768,7 @@ impl FineTuned {
             tom_kind: self.tom_kind.spec.clone(),
             affect: self.affect.spec.clone(),
             intensity: self.intensity.spec.clone(),
+            sensitive: self.sensitive.as_ref().map(|h| h.spec.clone()),
         }
     }
 
@@ -757,7 +793,10 @@ impl FineTuned {
     pub fn save(&self, dir: &Path, card: &AdapterCard) -> Result<String, Error> {
         create_dir(dir)?;
         let mut ts = self.adapters.tensors()?;
-        for h in [&self.tom_kind, &self.affect, &self.intensity] {
+        for h in [&self.tom_kind, &self.affect, &self.intensity]
+            .into_iter()
+            .chain(&self.sensitive)
+        {
             let mut head = HashMap::new();
             h.tensors(&mut head);
             ts.extend(head.into_iter().map(|(k, v)| (format!("head.{k}"), v)));
@@ -808,6 +847,7 @@ impl FineTuned {
                 tom_kind: head(&card.heads.tom_kind)?,
                 affect: head(&card.heads.affect)?,
                 intensity: head(&card.heads.intensity)?,
+                sensitive: card.heads.sensitive.as_ref().map(head).transpose()?,
                 base_sha256: card.base_sha256.clone(),
                 options: card.training.clone(),
                 epoch_losses: Vec::new(),
@@ -919,6 +959,11 @@ impl FineTuner {
             tom_kind: TrainHead::init(&specs.tom_kind, dim, &mut rng)?,
             affect: TrainHead::init(&specs.affect, dim, &mut rng)?,
             intensity: TrainHead::init(&specs.intensity, dim, &mut rng)?,
+            sensitive: specs
+                .sensitive
+                .as_ref()
+                .map(|spec| TrainHead::init(spec, dim, &mut rng))
+                .transpose()?,
         })
     }
 
@@ -1001,8 +1046,12 @@ impl FineTuner {
             |e| e.intensity,
             &opts.intensity_class_weights,
         )?;
+        let sensitive = match &state.sensitive {
+            Some(head) => single(head, |e| e.sensitive, &opts.sensitive_class_weights)?,
+            None => Tensor::zeros((), DType::F32, d)?,
+        };
         let similarity = self.similarity(&x, anchors)?;
-        let total = ((&tom_kind + &affect)? + &intensity)?;
+        let total = (((&tom_kind + &affect)? + &intensity)? + &sensitive)?;
         let total = if opts.similarity_weight > 0.0 {
             (total + (&similarity * opts.similarity_weight)?)?
         } else {
@@ -1013,6 +1062,7 @@ impl FineTuner {
             tom_kind,
             affect,
             intensity,
+            sensitive,
             similarity,
         })
     }
@@ -1119,7 +1169,7 @@ impl FineTuner {
         // a tom_kind target (records and sentences), computed once.
         let anchors: Vec<Option<Vec<f32>>> = if opts.similarity_weight > 0.0 {
             let which: Vec<usize> = (0..examples.len())
-                .filter(|&i| examples[i].tom_kind.is_some())
+                .filter(|&i| examples[i].tom_kind.is_some() || examples[i].sensitive.is_some())
                 .collect();
             let texts: Vec<&str> = which.iter().map(|&i| examples[i].text.as_str()).collect();
             let vectors = self.base_vectors(&texts, opts.max_tokens)?;
@@ -1205,6 +1255,11 @@ impl FineTuner {
             tom_kind: state.tom_kind.to_head()?,
             affect: state.affect.to_head()?,
             intensity: state.intensity.to_head()?,
+            sensitive: state
+                .sensitive
+                .as_ref()
+                .map(TrainHead::to_head)
+                .transpose()?,
             base_sha256: self.sha256.clone(),
             options: opts.clone(),
             epoch_losses,
@@ -1218,7 +1273,7 @@ const BUCKET_BATCHES: usize = 32;
 
 /// Whether an example trains affect only (a GoEmotions comment).
 fn is_affect_only(e: &Example) -> bool {
-    e.tom_kind.is_none() && e.intensity.is_none()
+    e.tom_kind.is_none() && e.intensity.is_none() && e.sensitive.is_none()
 }
 
 /// One epoch's batches of the examples `members` (indices into
@@ -1275,6 +1330,22 @@ fn validate(examples: &[Example], specs: &HeadSpecs, opts: &FineTuneOptions) -> 
                     "example {i}: {field} label {v} is past the {} labels",
                     spec.labels.len()
                 ));
+            }
+        }
+        if let Some(v) = e.sensitive {
+            match &specs.sensitive {
+                None => {
+                    return bad(format!(
+                        "example {i}: a sensitive label for a run without a sensitive head"
+                    ));
+                }
+                Some(spec) if v as usize >= spec.labels.len() => {
+                    return bad(format!(
+                        "example {i}: sensitive label {v} is past the {} labels",
+                        spec.labels.len()
+                    ));
+                }
+                Some(_) => {}
             }
         }
     }

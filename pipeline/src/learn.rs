@@ -567,6 +567,9 @@ struct FineTuneData<'a> {
     tr: &'a TomSet,
     cur: &'a CuratedSet,
     goemotions: &'a [AffectExample],
+    /// Records labeled for sensitive content (all of them: the held-out
+    /// styles and the calibration slice are left out here).
+    sensitivity: &'a [tomlite_models::data::SensitivityRecord],
     data_hashes: &'a BTreeMap<String, String>,
 }
 
@@ -607,6 +610,22 @@ fn finetune_examples(data: &FineTuneData<'_>) -> Vec<Example> {
     }
     for (text, t) in data.cur.texts.iter().zip(&data.cur.targets) {
         out.push(Example::sentence(text.clone(), t.clone()));
+    }
+    // Sensitive content: each training record and its line (the quote),
+    // outside the held-out styles and the calibration slice.
+    for r in data.sensitivity {
+        if crate::sensitive::is_held_out(r) || is_calibration(&r.id) {
+            continue;
+        }
+        let Some(label) = crate::sensitive::label_index(r) else {
+            continue;
+        };
+        out.push(Example::sensitive_only(r.text.clone(), label as u32));
+        if let Some(q) = r.sensitivity.quote.as_deref().filter(|_| label > 0)
+            && q != r.text
+        {
+            out.push(Example::sensitive_only(q, label as u32));
+        }
     }
     for e in data.goemotions {
         out.push(Example::affect_only(
@@ -650,6 +669,15 @@ fn finetune(
             multi_label: false,
             hidden: 0,
         },
+        sensitive: examples
+            .iter()
+            .any(|e| e.sensitive.is_some())
+            .then(|| HeadSpec {
+                name: "sensitive".into(),
+                labels: crate::sensitive::labels(),
+                multi_label: false,
+                hidden: 0,
+            }),
     };
     let class = |labels: Vec<usize>, n: usize| -> Vec<f32> {
         // Per class: the mean of class_weights' per-example weights.
@@ -687,18 +715,30 @@ fn finetune(
                 .collect(),
             INTENSITIES.len(),
         ),
+        sensitive_class_weights: if specs.sensitive.is_some() {
+            class(
+                examples
+                    .iter()
+                    .filter_map(|e| e.sensitive.map(|a| a as usize))
+                    .collect(),
+                crate::sensitive::labels().len(),
+            )
+        } else {
+            Vec::new()
+        },
         affect_only_per_epoch: Some(ft.goemotions),
         checkpoint_dir: Some(checkpoint_dir),
         resume: ft.resume,
         ..FineTuneOptions::default()
     };
-    let goemotions = count(|e| e.tom_kind.is_none());
+    let goemotions = count(|e| e.tom_kind.is_none() && e.sensitive.is_none());
     let per_epoch = examples.len() - goemotions + ft.goemotions.min(goemotions);
     progress(&format!(
-        "fine-tuning {} (per epoch {per_epoch} examples: {} records, {} sentences, {} of {goemotions} GoEmotions drawn afresh; {} epochs of {} steps, LoRA rank {}, similarity weight {}, seed {}{})",
+        "fine-tuning {} (per epoch {per_epoch} examples: {} records, {} sentences, {} sensitivity examples, {} of {goemotions} GoEmotions drawn afresh; {} epochs of {} steps, LoRA rank {}, similarity weight {}, seed {}{})",
         cfg.model_dir.display(),
         count(|e| e.intensity.is_some()),
         count(|e| e.tom_kind.is_some() && e.intensity.is_none()),
+        count(|e| e.sensitive.is_some()),
         ft.goemotions.min(goemotions),
         opts.epochs,
         per_epoch.div_ceil(opts.batch_size),
@@ -719,6 +759,7 @@ fn finetune(
         "examples_per_epoch": per_epoch,
         "record_examples": count(|e| e.intensity.is_some()),
         "sentence_examples": count(|e| e.tom_kind.is_some() && e.intensity.is_none()),
+        "sensitivity_examples": count(|e| e.sensitive.is_some()),
         "goemotions_per_epoch": ft.goemotions.min(goemotions),
         "goemotions_pool": goemotions,
         "similarity_weight": opts.similarity_weight,
@@ -819,6 +860,7 @@ pub fn train_with_steps(
     };
     let cur = curated_set(&curated_rows);
     let data_hashes = data_hashes(cfg)?;
+    let sensitivity = crate::sensitive::read_all(&cfg.sensitivity_files)?;
     let finetuned = match &cfg.finetune {
         Some(ft) => Some(finetune(
             cfg,
@@ -828,6 +870,7 @@ pub fn train_with_steps(
                 tr: &tr,
                 cur: &cur,
                 goemotions: &ge_all,
+                sensitivity: &sensitivity,
                 data_hashes: &data_hashes,
             },
             progress,
@@ -1087,7 +1130,12 @@ pub fn train_with_steps(
     )?;
     let sensitive = crate::sensitive::train_head(
         &encoder,
-        &crate::sensitive::read_all(&cfg.sensitivity_files)?,
+        &sensitivity,
+        // After fine-tuning, only the records the encoder did not see
+        // give honest out-of-bag scores for the temperature.
+        &|r: &tomlite_models::data::SensitivityRecord| {
+            cfg.finetune.is_none() || is_calibration(&r.id)
+        },
         &cfg.sensitivity_files
             .iter()
             .map(|p| p.display().to_string())
@@ -1810,6 +1858,7 @@ mod tests {
             tr: &tr,
             cur: &cur,
             goemotions: &goemotions,
+            sensitivity: &[],
             data_hashes: &hashes,
         };
         let ex = finetune_examples(&data);

@@ -59,6 +59,19 @@ pub fn read_all(files: &[PathBuf]) -> Result<Vec<SensitivityRecord>, LearnError>
     Ok(out)
 }
 
+/// The label index of a record (0: not sensitive, else 1 + its category),
+/// `None` for a category outside the vocabulary.
+pub fn label_index(r: &SensitivityRecord) -> Option<usize> {
+    if !r.sensitivity.sensitive {
+        return Some(0);
+    }
+    let c = r.sensitivity.category.as_deref()?;
+    SENSITIVE_CATEGORIES
+        .iter()
+        .position(|k| *k == c)
+        .map(|i| i + 1)
+}
+
 /// The label index of a record: 0 for not sensitive, else 1 + its category.
 fn label_of(r: &SensitivityRecord, path: &str) -> Result<usize, LearnError> {
     if !r.sensitivity.sensitive {
@@ -88,11 +101,13 @@ pub struct Trained {
 /// Trains the sensitive head on the training styles of `records`: each
 /// record's vector, and for a sensitive record its quote's in-context
 /// vector too (the classifier scores sentences with the same head),
-/// class-weighted, bagged; the temperature is fitted on the records'
-/// out-of-bag logits. `None` when there are no records.
+/// class-weighted, bagged; the temperature is fitted on the out-of-bag
+/// logits of the records `unseen` says the encoder was not trained on.
+/// `None` when there are no records.
 pub fn train_head(
     encoder: &Encoder,
     records: &[SensitivityRecord],
+    unseen: &dyn Fn(&SensitivityRecord) -> bool,
     source: &str,
     opts: &TrainOptions,
     progress: &mut dyn FnMut(&str),
@@ -147,7 +162,7 @@ pub fn train_head(
     let bag = crate::learn::train_bagged(&spec, &x, &targets, &group, opts, |_, _, _| {})?;
     let mut head = bag.head;
     let oob_rows: Vec<usize> = (0..labels.len())
-        .filter(|&i| is_record[i] && bag.oob[i].is_some())
+        .filter(|&i| is_record[i] && unseen(train[group[i]]) && bag.oob[i].is_some())
         .collect();
     let oob: Vec<Vec<f32>> = oob_rows
         .iter()

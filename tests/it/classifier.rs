@@ -155,7 +155,14 @@ fn train_writes_heads_and_a_card_that_eval_and_run_can_use() {
         .iter()
         .map(|h| h["spec"]["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["tom_kind", "affect", "intensity", "person"]);
+    // The sensitive head is trained from data/sensitivity by default.
+    assert_eq!(
+        names,
+        ["tom_kind", "affect", "intensity", "person", "sensitive"]
+    );
+    let sensitive = &card["heads"][4]["metrics"];
+    assert_eq!(sensitive["training_records"], 330);
+    assert!(sensitive["out_of_bag"]["recall"].as_f64().unwrap() > 0.5);
     let edges = &card["edges"];
     assert!(edges["person_min"].as_f64().unwrap() >= 0.5);
     assert!(edges["memory_min_cosine"].as_f64().unwrap() > 0.0);

@@ -284,6 +284,9 @@ fn train_fine_tunes_a_tiny_bert_writes_adapters_card_checkpoint_and_resumes() {
     assert_eq!(card["figures"]["epoch_losses"].as_array().unwrap().len(), 1);
     assert_eq!(card["figures"]["goemotions_per_epoch"], 12);
     assert_eq!(card["figures"]["similarity_weight"], 1.0);
+    // data/sensitivity trains the sensitive head with the adapters.
+    assert!(card["figures"]["sensitivity_examples"].as_u64().unwrap() > 200);
+    assert_eq!(card["heads"]["sensitive"]["labels"][0], "none");
     // ... and the dev figures of the heads fitted on the adapters, ECE
     // before and after calibration per head.
     for head in ["tom_kind", "intensity"] {

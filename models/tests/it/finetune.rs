@@ -27,6 +27,7 @@ fn specs() -> HeadSpecs {
         tom_kind: spec("tom_kind", 4, true, 0),
         affect: spec("affect", 3, false, 8),
         intensity: spec("intensity", 3, false, 0),
+        sensitive: None,
     }
 }
 
@@ -102,6 +103,7 @@ fn fine_tuned(tuner: &FineTuner, state: &Trainable) -> FineTuned {
         tom_kind: state.tom_kind.to_head().unwrap(),
         affect: state.affect.to_head().unwrap(),
         intensity: state.intensity.to_head().unwrap(),
+        sensitive: None,
         base_sha256: tuner.sha256().to_string(),
         options: options(),
         epoch_losses: Vec::new(),
@@ -381,6 +383,80 @@ fn affect_only_examples_are_drawn_per_epoch_when_asked() {
         .train(&examples(), &specs(), &opts, &mut |_| {})
         .unwrap();
     assert_eq!(again.epoch_losses, ft.epoch_losses);
+}
+
+// The optional sensitive head: its examples train it (and the adapters)
+// only, the others never touch it, and it is saved with the adapters.
+#[test]
+fn a_sensitive_head_trains_on_its_own_examples_and_round_trips() {
+    let dir = tiny_dir();
+    let tuner = FineTuner::load(dir.path()).unwrap();
+    let with = HeadSpecs {
+        sensitive: Some(HeadSpec {
+            name: "sensitive".into(),
+            labels: vec!["none".into(), "health".into(), "credentials_pii".into()],
+            multi_label: false,
+            hidden: 0,
+        }),
+        ..specs()
+    };
+    let opts = options();
+    let state = tuner.init(&with, &opts).unwrap();
+    let only: Vec<Example> = TEXTS[..4]
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Example::sensitive_only(*t, (i % 3) as u32))
+        .collect();
+    let refs: Vec<&Example> = only.iter().collect();
+    let batch = tuner.batch(&TEXTS[..4], 256).unwrap();
+    let losses = tuner
+        .losses(&state, &batch, &refs, &vec![None; refs.len()], &opts)
+        .unwrap();
+    assert!(losses.sensitive.to_scalar::<f32>().unwrap() > 0.0);
+    assert_eq!(losses.tom_kind.to_scalar::<f32>().unwrap(), 0.0);
+    let grads = losses.total.backward().unwrap();
+    let size = |v: &Var| {
+        grads.get(v).map_or(0.0, |g| {
+            g.abs()
+                .unwrap()
+                .sum_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap()
+        })
+    };
+    for (name, var) in state.sensitive.as_ref().unwrap().vars() {
+        assert!(size(&var) > 0.0, "{name} must get a gradient");
+    }
+    for (name, var) in state.affect.vars().iter().chain(&state.tom_kind.vars()) {
+        assert_eq!(size(var), 0.0, "{name} must get no gradient");
+    }
+    // Mixed with the other examples, a run trains it and saves it.
+    let mut ex = examples();
+    ex.extend(only);
+    let ft = tuner.train(&ex, &with, &opts, &mut |_| {}).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    ft.save(
+        out.path(),
+        &ft.card(serde_json::json!({}), serde_json::json!({})),
+    )
+    .unwrap();
+    let (back, card) = FineTuned::load(out.path()).unwrap();
+    assert_eq!(card.heads.sensitive, with.sensitive);
+    let x = tuner
+        .model()
+        .forward(&tuner.batch(TEXTS, 256).unwrap(), Some(&ft.adapters))
+        .unwrap();
+    assert_eq!(
+        back.sensitive.unwrap().probabilities(&x).unwrap(),
+        ft.sensitive.unwrap().probabilities(&x).unwrap()
+    );
+    // A sensitive label without the head is refused.
+    let err = tuner
+        .train(&ex, &specs(), &opts, &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("without a sensitive head"), "{err}");
 }
 
 #[test]
