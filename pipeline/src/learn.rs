@@ -598,12 +598,17 @@ fn finetune_examples(data: &FineTuneData<'_>) -> Vec<Example> {
         }
         let first = i == 0 || tr.group[i - 1] != g;
         out.push(if first {
-            Example::record(
+            let mut e = Example::record(
                 text.clone(),
                 targets[i].clone(),
                 tr.affect[i] as u32,
                 tr.intensity[i] as u32,
-            )
+            );
+            // An ordinary memory is a weak negative of the sensitive head.
+            if !data.sensitivity.is_empty() && !crate::sensitive::may_be_sensitive(text) {
+                e.sensitive = Some(0);
+            }
+            e
         } else {
             Example::sentence(text.clone(), targets[i].clone())
         });
@@ -1128,9 +1133,15 @@ pub fn train_with_steps(
         &small,
         progress,
     )?;
+    let ordinary: Vec<&str> = train_recs
+        .iter()
+        .map(|r| r.text.as_str())
+        .filter(|t| !crate::sensitive::may_be_sensitive(t))
+        .collect();
     let sensitive = crate::sensitive::train_head(
         &encoder,
         &sensitivity,
+        &ordinary,
         // After fine-tuning, only the records the encoder did not see
         // give honest out-of-bag scores for the temperature.
         &|r: &tomlite_models::data::SensitivityRecord| {

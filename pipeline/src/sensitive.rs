@@ -50,6 +50,21 @@ pub const DEFAULT_THRESHOLD: f64 = 0.35;
 /// of what the rules find redoes the records annotated under the old ones.
 pub const RULES_VERSION: &str = "sensitive-rules-1";
 
+/// Words that may mark sensitive content: a ToM-lite training record
+/// (labeled for ToM-lite, not for sensitivity) that has none of them is
+/// taken as a weak negative for the sensitive head, so that the head sees
+/// ordinary memories as well as the hard controls of `data/sensitivity`;
+/// one that has any is left out of the head's training (it may be
+/// sensitive). This is a training-data filter, not a detector.
+const MAYBE_SENSITIVE: &str = r"(?i)therap|psychiatr|counsel|antidepress|medicat|\bmeds\b|diagnos|cancer|chemo|tumou?r|biopsy|surgery|operation|hospital|clinic|pregnan|miscarr|\bivf\b|depress|suicid|self.harm|overdose|abus|assault|violen|police|arrest|court|lawyer|solicitor|custody|divorc|\bvisa\b|immigra|deport|debt|loan|overdraft|bankrupt|evict|arrears|gambl|salary|password|\bpin\b|account number|\bsex|\bstds?\b|\bstis?\b|\bgay\b|lesbian|\btrans\b|queer|coming out|came out|religio|mosque|synagogue|temple|faith|pray|secret|don't tell|nobody knows|confided|illness|disease|insulin|diabet|adhd|autis|rehab|sober|alcohol|drunk|drugs|addict|grief|funeral|died|death|dying|panic attack|eating disorder|anorex|bulim|harass|stalk|threat|affair|cheat|porn|nude|condom|contracep|\bhiv\b|herpes|disabilit|mental health|breakdown|burnout|prescri|\bgp\b|doctor|nurse";
+
+/// Whether `text` has a word of [`MAYBE_SENSITIVE`].
+pub fn may_be_sensitive(text: &str) -> bool {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| regex::Regex::new(MAYBE_SENSITIVE).expect("a valid pattern"))
+        .is_match(text)
+}
+
 /// Reads every sensitivity file, the file's path with each record.
 pub fn read_all(files: &[PathBuf]) -> Result<Vec<SensitivityRecord>, LearnError> {
     let mut out = Vec::new();
@@ -107,6 +122,7 @@ pub struct Trained {
 pub fn train_head(
     encoder: &Encoder,
     records: &[SensitivityRecord],
+    negatives: &[&str],
     unseen: &dyn Fn(&SensitivityRecord) -> bool,
     source: &str,
     opts: &TrainOptions,
@@ -146,6 +162,14 @@ pub fn train_head(
             group.push(g);
             is_record.push(false);
         }
+    }
+    // Weak negatives: ordinary memories ([`may_be_sensitive`] filtered),
+    // each its own group, never used for the temperature.
+    for (k, v) in encoder.encode(negatives)?.embeddings.iter().enumerate() {
+        rows.extend_from_slice(v);
+        labels.push(0);
+        group.push(train.len() + k);
+        is_record.push(false);
     }
     let x = Tensor::from_vec(rows, (labels.len(), dim), &Device::Cpu)?;
     let spec = HeadSpec {
@@ -196,8 +220,9 @@ pub fn train_head(
         figures(&p, &gold, DEFAULT_THRESHOLD)
     };
     progress(&format!(
-        "sensitive head: {} training records ({} rows), temperature {:.3}; out of bag at P >= {DEFAULT_THRESHOLD}: recall {}, controls flagged {}; dev styles ({}): recall {}, controls flagged {}",
+        "sensitive head: {} training records and {} ordinary memories ({} rows), temperature {:.3}; out of bag at P >= {DEFAULT_THRESHOLD}: recall {}, controls flagged {}; dev styles ({}): recall {}, controls flagged {}",
         train.len(),
+        negatives.len(),
         labels.len(),
         head.temperature,
         oob_figures["recall"],
@@ -210,6 +235,7 @@ pub fn train_head(
         head,
         metrics: json!({
             "training_records": train.len(),
+            "ordinary_memories_as_negatives": negatives.len(),
             "held_out_styles": SENSITIVE_HELD_OUT_STYLES,
             "threshold": DEFAULT_THRESHOLD,
             "out_of_bag": oob_figures,
