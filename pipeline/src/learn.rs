@@ -1625,6 +1625,9 @@ pub fn eval_records(
     let (mut promoted_no_signal, mut quote_hits, mut quote_total, mut abstained) =
         (0usize, 0usize, 0usize, 0usize);
     let mut primary_right = 0usize;
+    // Records the sensitive content detector flags (these ToM-lite records
+    // are not labeled for sensitivity: a rate to watch, not an error rate).
+    let mut sensitive_detected = 0usize;
     for chunk in records.chunks(64) {
         let texts: Vec<&str> = chunk.iter().map(|r| r.text.as_str()).collect();
         let scores = clf.score(&texts)?;
@@ -1662,6 +1665,9 @@ pub fn eval_records(
                 .collect();
             if pk.is_empty() {
                 abstained += 1;
+            }
+            if ann.sensitive.is_some() {
+                sensitive_detected += 1;
             }
             for t in &ann.tags {
                 if let (Some(k), Some(c)) = (&t.tom_kind, t.confidence) {
@@ -1768,6 +1774,7 @@ pub fn eval_records(
         "split": if dev_only { "dev" } else { "all" },
         "held_out_styles": HELD_OUT_STYLES,
         "records": records.len(),
+        "sensitive_detected": sensitive_detected,
         "tom_kind": {"macro_f1": macro_f1, "per_label": per, "abstained": abstained,
                      "primary_right": ratio(primary_right, with_kinds),
                      "ece_before": ece(&kc_before, &kok_before, 15), "ece_after": ece(&kc_after, &kok_after, 15)},

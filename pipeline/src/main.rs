@@ -1664,6 +1664,9 @@ fn cmd_eval(args: EvalArgs) -> Result<(), Failure> {
                 p["quote_overlaps_gold"]
             );
         }
+        if let Some(n) = s["sensitive_detected"].as_u64() {
+            println!("sensitive  {n} records detected (their tags and edges quarantine)");
+        }
         let e = &s["edges"];
         if !e.is_null() {
             let (r, u, m) = (&e["registry"], &e["unknown"], &e["memory"]);
