@@ -305,3 +305,63 @@ fn precision_is_selectable_and_int8_is_another_annotator() {
         bad.stderr
     );
 }
+
+// Nobody flags real journals: the local classifier detects sensitive
+// content itself (the identifier rules and the sensitive head), writes it
+// in `annotate`'s output, and `run` quarantines the record's items and
+// counts it; an angry but ordinary record is left alone.
+#[test]
+fn the_classifier_detects_sensitive_content_without_a_flag() {
+    model_present();
+    let env = Env::new();
+    let texts = [
+        (
+            "c1",
+            "Need to pay the plumber today. Card is 4111 1111 1111 1111, expiry 09/27.",
+        ),
+        (
+            "c2",
+            "Gave my guitar to my brother, he should have something of mine. Some nights I don't see the point of any of it anymore.",
+        ),
+        (
+            "c3",
+            "The code review was brutal and I'm furious about it. I want the deploy done by Friday.",
+        ),
+    ];
+    let rows: Vec<Value> = texts.iter().map(|(id, t)| record(id, t)).collect();
+    env.jsonl("records.jsonl", &rows);
+    let out = bin()
+        .current_dir(env.dir.path())
+        .args(["annotate", "--input", "records.jsonl", "--out", "annotations.jsonl"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let anns = read_jsonl(&env.path("annotations.jsonl"));
+    let sensitive = |i: usize| &anns[i]["sensitive"];
+    let card = sensitive(0);
+    assert_eq!(card["category"], "credentials_pii", "{card}");
+    assert_eq!(card["detector"], "rules:card_number");
+    assert_eq!(card["confidence"], 1.0);
+    assert_eq!(card["quote"], "Card is 4111 1111 1111 1111, expiry 09/27.");
+    let (s, e) = (
+        card["quote_start"].as_u64().unwrap() as usize,
+        card["quote_end"].as_u64().unwrap() as usize,
+    );
+    assert_eq!(&texts[0].1[s..e], card["quote"].as_str().unwrap());
+    let safety = sensitive(1);
+    assert_eq!(safety["category"], "mental_health_self_harm", "{safety}");
+    assert_eq!(safety["detector"], "model");
+    assert!(safety["confidence"].as_f64().unwrap() >= 0.35);
+    assert!(sensitive(2).is_null(), "{}", anns[2]);
+    // The run quarantines every item of the two detected records.
+    env.run_std(&[]).ok();
+    let receipt = env.receipt();
+    assert_eq!(receipt["sensitive"]["records"], 2, "{receipt}");
+    assert_eq!(receipt["sensitive"]["safety_records"], 1);
+    for t in env.table("promoted_tags") {
+        assert_eq!(t["record_id"], "c3", "{t:?}");
+    }
+    let table = env.table("sensitive");
+    let ids: Vec<&str> = table.iter().map(|r| r["record_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["c1", "c2"]);
+}
