@@ -400,11 +400,16 @@ impl Classifier {
     pub fn detect_sensitive(&self, text: &str, s: &Scores) -> Option<Sensitive> {
         let threshold = self.sensitive_threshold?;
         let record: Vec<f64> = s.sensitive.iter().map(|&p| f64::from(p)).collect();
+        // Every sentence, with P(sensitive) 0 where there is no head: the
+        // rules quote the sentence that holds their finding.
         let sentences: Vec<((usize, usize), f64)> = s
             .sentences
             .iter()
-            .copied()
-            .zip(s.sentence_sensitive.iter().map(|&p| f64::from(p)))
+            .enumerate()
+            .map(|(i, &span)| {
+                let p = s.sentence_sensitive.get(i).copied().unwrap_or(0.0);
+                (span, f64::from(p))
+            })
             .collect();
         crate::sensitive::detect(
             text,

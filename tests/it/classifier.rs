@@ -332,10 +332,20 @@ fn the_classifier_detects_sensitive_content_without_a_flag() {
     env.jsonl("records.jsonl", &rows);
     let out = bin()
         .current_dir(env.dir.path())
-        .args(["annotate", "--input", "records.jsonl", "--out", "annotations.jsonl"])
+        .args([
+            "annotate",
+            "--input",
+            "records.jsonl",
+            "--out",
+            "annotations.jsonl",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let anns = read_jsonl(&env.path("annotations.jsonl"));
     let sensitive = |i: usize| &anns[i]["sensitive"];
     let card = sensitive(0);
@@ -362,6 +372,9 @@ fn the_classifier_detects_sensitive_content_without_a_flag() {
         assert_eq!(t["record_id"], "c3", "{t:?}");
     }
     let table = env.table("sensitive");
-    let ids: Vec<&str> = table.iter().map(|r| r["record_id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = table
+        .iter()
+        .map(|r| r["record_id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, ["c1", "c2"]);
 }
