@@ -404,3 +404,45 @@ mod tests {
         assert!(worst > 0.0, "the weights were not rounded at all");
     }
 }
+#[cfg(test)]
+mod timing {
+    use super::*;
+    use candle_core::Device;
+    #[test]
+    #[ignore]
+    fn time_paths() {
+        let (rows, n, k) = (640, 1536, 384);
+        let w: Vec<f32> = (0..n * k)
+            .map(|i| ((i * 7919) % 255) as f32 - 127.0)
+            .collect();
+        let x: Vec<f32> = (0..rows * k)
+            .map(|i| ((i * 31) % 200) as f32 - 100.0)
+            .collect();
+        let layer =
+            QuantLinear::quantize(&Tensor::from_vec(w, (n, k), &Device::Cpu).unwrap()).unwrap();
+        for p in simd::PATHS {
+            let Ok(kk) = simd::Kernels::force(p) else {
+                continue;
+            };
+            let l = layer.clone().with_kernels(kk);
+            let _ = l.matmul(&x);
+            let t = std::time::Instant::now();
+            for _ in 0..10 {
+                let _ = l.matmul(&x);
+            }
+            let s = t.elapsed().as_secs_f64() / 10.0;
+            let (qx, sx) = l.quantize_rows(&x, rows);
+            let t = std::time::Instant::now();
+            for _ in 0..10 {
+                let mut out = vec![0f32; rows * n];
+                l.product(&qx, &sx, rows, &mut out);
+            }
+            let s2 = t.elapsed().as_secs_f64() / 10.0;
+            eprintln!(
+                "{p}: {:.1} GFLOP/s whole, {:.1} product only",
+                2.0 * (rows * n * k) as f64 / s / 1e9,
+                2.0 * (rows * n * k) as f64 / s2 / 1e9
+            );
+        }
+    }
+}

@@ -338,9 +338,16 @@ mod x86 {
     /// one instruction set: `$load` reads a `[i16; $w]`, `$madd(acc, x, y)`
     /// adds the pairwise products of `x` and `y` into `acc`, `$hsum` sums
     /// an accumulator's lanes.
+    /// Defines a dot product and a 6 × 2 tile over `$w` i16 per step for
+    /// one instruction set: `$load` reads a `[i16; $w]`, `$madd(acc, x, y)`
+    /// adds the pairwise products of `x` and `y` into `acc`, `$hsum` sums
+    /// an accumulator's lanes. The tile runs as two passes of 3 rows (6
+    /// accumulators, 2 weight registers, a row register and a temporary
+    /// leave the compiler room in 16 ymm registers; 6 rows at once needed
+    /// all 16 and it spilled accumulators).
     macro_rules! int8_kernels {
-        ($dot:ident, $tile:ident, $feat:literal, $w:literal, $zero:expr, $load:ident,
-         $madd:ident, $hsum:ident) => {
+        ($dot:ident, $tile:ident, $pass:ident, $feat:literal, $w:literal, $zero:expr,
+         $load:ident, $madd:ident, $hsum:ident) => {
             /// Callers must know that the CPU has the features of the
             /// `target_feature` attribute.
             #[target_feature(enable = $feat)]
@@ -357,45 +364,40 @@ mod x86 {
             /// As the dot product, for a tile (eight slices of one length).
             #[target_feature(enable = $feat)]
             pub(super) fn $tile(a: [&[i16]; MR], b: [&[i16]; NR]) -> [[i32; NR]; MR] {
-                fn ch(s: &[i16], steps: usize) -> &[[i16; $w]] {
-                    &s.as_chunks::<$w>().0[..steps]
+                let top = $pass(a[0], a[1], a[2], b[0], b[1]);
+                let bottom = $pass(a[3], a[4], a[5], b[0], b[1]);
+                [top[0], top[1], top[2], bottom[0], bottom[1], bottom[2]]
+            }
+
+            /// Three rows of the tile. Zipped iterators and named
+            /// accumulators: arrays of rows or of accumulators, or an index
+            /// per load, made the compiler keep them in memory and check
+            /// bounds inside the loop.
+            #[inline]
+            #[target_feature(enable = $feat)]
+            fn $pass(a0: &[i16], a1: &[i16], a2: &[i16], b0: &[i16], b1: &[i16]) -> [[i32; NR]; 3] {
+                fn ch(s: &[i16]) -> &[[i16; $w]] {
+                    s.as_chunks::<$w>().0
                 }
-                let steps = b[0].len() / $w;
-                let (a0, a1, a2) = (ch(a[0], steps), ch(a[1], steps), ch(a[2], steps));
-                let (a3, a4, a5) = (ch(a[3], steps), ch(a[4], steps), ch(a[5], steps));
-                let (b0, b1) = (ch(b[0], steps), ch(b[1], steps));
+                let (a0, a1, a2, b0, b1) = (ch(a0), ch(a1), ch(a2), ch(b0), ch(b1));
                 let z = $zero;
-                let (mut s00, mut s01, mut s10, mut s11) = (z, z, z, z);
-                let (mut s20, mut s21, mut s30, mut s31) = (z, z, z, z);
-                let (mut s40, mut s41, mut s50, mut s51) = (z, z, z, z);
-                for i in 0..steps {
-                    let (w0, w1) = ($load(&b0[i]), $load(&b1[i]));
-                    let x = $load(&a0[i]);
+                let (mut s00, mut s01, mut s10, mut s11, mut s20, mut s21) = (z, z, z, z, z, z);
+                for ((((x0, x1), x2), y0), y1) in a0.iter().zip(a1).zip(a2).zip(b0).zip(b1) {
+                    let (w0, w1) = ($load(y0), $load(y1));
+                    let x = $load(x0);
                     s00 = $madd(s00, x, w0);
                     s01 = $madd(s01, x, w1);
-                    let x = $load(&a1[i]);
+                    let x = $load(x1);
                     s10 = $madd(s10, x, w0);
                     s11 = $madd(s11, x, w1);
-                    let x = $load(&a2[i]);
+                    let x = $load(x2);
                     s20 = $madd(s20, x, w0);
                     s21 = $madd(s21, x, w1);
-                    let x = $load(&a3[i]);
-                    s30 = $madd(s30, x, w0);
-                    s31 = $madd(s31, x, w1);
-                    let x = $load(&a4[i]);
-                    s40 = $madd(s40, x, w0);
-                    s41 = $madd(s41, x, w1);
-                    let x = $load(&a5[i]);
-                    s50 = $madd(s50, x, w0);
-                    s51 = $madd(s51, x, w1);
                 }
                 [
                     [$hsum(s00), $hsum(s01)],
                     [$hsum(s10), $hsum(s11)],
                     [$hsum(s20), $hsum(s21)],
-                    [$hsum(s30), $hsum(s31)],
-                    [$hsum(s40), $hsum(s41)],
-                    [$hsum(s50), $hsum(s51)],
                 ]
             }
         };
@@ -404,15 +406,18 @@ mod x86 {
     #[inline]
     #[target_feature(enable = "avx2")]
     fn load256(x: &[i16; 16]) -> __m256i {
-        // SAFETY: `x` is 32 readable bytes; the load is unaligned.
-        unsafe { _mm256_loadu_si256(x.as_ptr().cast()) }
+        // SAFETY: a by-value reinterpretation of 32 bytes as 32 bytes (any
+        // bit pattern is a valid __m256i); no pointer is involved, so the
+        // compiler emits one unaligned load and no checks.
+        unsafe { std::mem::transmute::<[i16; 16], __m256i>(*x) }
     }
 
     #[inline]
     #[target_feature(enable = "avx512f")]
     fn load512(x: &[i16; 32]) -> __m512i {
-        // SAFETY: `x` is 64 readable bytes; the load is unaligned.
-        unsafe { _mm512_loadu_si512(x.as_ptr().cast()) }
+        // SAFETY: a by-value reinterpretation of 64 bytes as 64 bytes (any
+        // bit pattern is a valid __m512i); no pointer is involved.
+        unsafe { std::mem::transmute::<[i16; 32], __m512i>(*x) }
     }
 
     #[inline]
@@ -457,6 +462,7 @@ mod x86 {
     int8_kernels!(
         dot_avx2,
         tile_avx2,
+        pass_avx2,
         "avx2,fma",
         16,
         _mm256_setzero_si256(),
@@ -467,6 +473,7 @@ mod x86 {
     int8_kernels!(
         dot_avxvnni,
         tile_avxvnni,
+        pass_avxvnni,
         "avx2,avxvnni",
         16,
         _mm256_setzero_si256(),
@@ -477,6 +484,7 @@ mod x86 {
     int8_kernels!(
         dot_avx512,
         tile_avx512,
+        pass_avx512,
         "avx512f,avx512bw",
         32,
         _mm512_setzero_si512(),
@@ -487,6 +495,7 @@ mod x86 {
     int8_kernels!(
         dot_avx512vnni,
         tile_avx512vnni,
+        pass_avx512vnni,
         "avx512f,avx512bw,avx512vnni",
         32,
         _mm512_setzero_si512(),
