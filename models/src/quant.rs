@@ -408,9 +408,14 @@ mod tests {
 mod timing {
     use super::*;
     use candle_core::Device;
+
+    /// GFLOP/s of the FFN-up shape (640 × 384 → 1,536) on every kernel path
+    /// this CPU has: `cargo test -p tomlite-models --lib --release
+    /// int8_speed_per_kernel_path -- --ignored --nocapture`. A measurement,
+    /// not a check.
     #[test]
     #[ignore]
-    fn time_paths() {
+    fn int8_speed_per_kernel_path() {
         let (rows, n, k) = (640, 1536, 384);
         let w: Vec<f32> = (0..n * k)
             .map(|i| ((i * 7919) % 255) as f32 - 127.0)

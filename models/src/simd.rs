@@ -232,7 +232,7 @@ pub fn f32_matmul_path() -> &'static str {
 fn check(a: &[&[i16]], b: &[&[i16]]) -> usize {
     let len = a.first().or(b.first()).map_or(0, |s| s.len());
     assert!(
-        len % STEP == 0 && a.iter().chain(b).all(|s| s.len() == len),
+        len.is_multiple_of(STEP) && a.iter().chain(b).all(|s| s.len() == len),
         "int8 kernel operands must share one length, a multiple of {STEP}"
     );
     len
