@@ -337,17 +337,15 @@ mod x86 {
     /// Defines a dot product and a 6 × 2 tile over `$w` i16 per step for
     /// one instruction set: `$load` reads a `[i16; $w]`, `$madd(acc, x, y)`
     /// adds the pairwise products of `x` and `y` into `acc`, `$hsum` sums
-    /// an accumulator's lanes.
-    /// Defines a dot product and a 6 × 2 tile over `$w` i16 per step for
-    /// one instruction set: `$load` reads a `[i16; $w]`, `$madd(acc, x, y)`
-    /// adds the pairwise products of `x` and `y` into `acc`, `$hsum` sums
-    /// an accumulator's lanes. The tile runs as two passes of 3 rows (6
+    /// an accumulator's lanes and `$sum6` the lanes of six at once (a
+    /// reduction per accumulator cost about as much as a pass's products
+    /// at k = 384). The tile runs as two passes of 3 rows (6
     /// accumulators, 2 weight registers, a row register and a temporary
     /// leave the compiler room in 16 ymm registers; 6 rows at once needed
     /// all 16 and it spilled accumulators).
     macro_rules! int8_kernels {
         ($dot:ident, $tile:ident, $pass:ident, $feat:literal, $w:literal, $zero:expr,
-         $load:ident, $madd:ident, $hsum:ident) => {
+         $load:ident, $madd:ident, $hsum:ident, $sum6:ident) => {
             /// Callers must know that the CPU has the features of the
             /// `target_feature` attribute.
             #[target_feature(enable = $feat)]
@@ -394,11 +392,8 @@ mod x86 {
                     s20 = $madd(s20, x, w0);
                     s21 = $madd(s21, x, w1);
                 }
-                [
-                    [$hsum(s00), $hsum(s01)],
-                    [$hsum(s10), $hsum(s11)],
-                    [$hsum(s20), $hsum(s21)],
-                ]
+                let r = $sum6([s00, s01, s10, s11, s20, s21]);
+                [[r[0], r[1]], [r[2], r[3]], [r[4], r[5]]]
             }
         };
     }
@@ -453,6 +448,40 @@ mod x86 {
         _mm_cvtsi128_si32(v)
     }
 
+    /// The lane sums of six accumulators: `vphaddd` pairs them up, so the
+    /// six reductions share 8 instructions instead of 6 × 7.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn sum6_256(v: [__m256i; 6]) -> [i32; 6] {
+        // h01 = [v0 01, v0 23, v1 01, v1 23 | v0 45, v0 67, v1 45, v1 67], …
+        let h01 = _mm256_hadd_epi32(v[0], v[1]);
+        let h23 = _mm256_hadd_epi32(v[2], v[3]);
+        let h45 = _mm256_hadd_epi32(v[4], v[5]);
+        // [Σv0 0-3, Σv1 0-3, Σv2 0-3, Σv3 0-3 | the same over lanes 4-7]
+        let q0 = _mm256_hadd_epi32(h01, h23);
+        let q1 = _mm256_hadd_epi32(h45, h45);
+        let fold =
+            |q: __m256i| _mm_add_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256::<1>(q));
+        let (lo, hi) = (fold(q0), fold(q1));
+        [
+            _mm_cvtsi128_si32(lo),
+            _mm_extract_epi32::<1>(lo),
+            _mm_extract_epi32::<2>(lo),
+            _mm_extract_epi32::<3>(lo),
+            _mm_cvtsi128_si32(hi),
+            _mm_extract_epi32::<1>(hi),
+        ]
+    }
+
+    /// [`sum6_256`] for zmm accumulators: each folded to 8 lanes first.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn sum6_512(v: [__m512i; 6]) -> [i32; 6] {
+        sum6_256(v.map(|v| {
+            _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64::<1>(v))
+        }))
+    }
+
     #[inline]
     #[target_feature(enable = "avx512f")]
     fn hsum512(s: __m512i) -> i32 {
@@ -468,7 +497,8 @@ mod x86 {
         _mm256_setzero_si256(),
         load256,
         madd_avx2,
-        hsum256
+        hsum256,
+        sum6_256
     );
     int8_kernels!(
         dot_avxvnni,
@@ -479,7 +509,8 @@ mod x86 {
         _mm256_setzero_si256(),
         load256,
         madd_avxvnni,
-        hsum256
+        hsum256,
+        sum6_256
     );
     int8_kernels!(
         dot_avx512,
@@ -490,7 +521,8 @@ mod x86 {
         _mm512_setzero_si512(),
         load512,
         madd_avx512,
-        hsum512
+        hsum512,
+        sum6_512
     );
     int8_kernels!(
         dot_avx512vnni,
@@ -501,7 +533,8 @@ mod x86 {
         _mm512_setzero_si512(),
         load512,
         madd_avx512vnni,
-        hsum512
+        hsum512,
+        sum6_512
     );
 
     /// Callers must know that the CPU has AVX2. `q` as long as `x`.
