@@ -164,6 +164,14 @@ impl Dense {
         })
     }
 
+    /// Runs an int8 product on kernel path `kernels` (f32 products run
+    /// in `gemm`, which chooses its own).
+    fn set_kernels(&mut self, kernels: crate::simd::Kernels) {
+        if let Self::Int8(layer) = self {
+            *layer = layer.clone().with_kernels(kernels);
+        }
+    }
+
     /// `(rows, in)` → `(rows, out)`.
     pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         match self {
@@ -481,6 +489,17 @@ impl BertModel {
             device: vb.device().clone(),
             dtype: vb.dtype(),
         })
+    }
+
+    /// Runs the int8 products of every layer on kernel path `kernels`
+    /// instead of the process's choice ([`crate::simd::selected`]).
+    pub fn set_kernels(&mut self, kernels: crate::simd::Kernels) {
+        for l in &mut self.layers {
+            l.attention.qkv.set_kernels(kernels);
+            l.attention_output.dense.set_kernels(kernels);
+            l.intermediate.dense.set_kernels(kernels);
+            l.output.dense.set_kernels(kernels);
+        }
     }
 
     /// The device the weights live on.

@@ -32,6 +32,9 @@ pub struct EncodeOptions {
     pub batch_tokens: usize,
     /// Precision of the matrix products.
     pub precision: Precision,
+    /// Kernel path of the int8 products; `None` for the process's choice
+    /// (`TOMLITE_KERNELS`, else the best the CPU has: [`crate::simd`]).
+    pub kernels: Option<crate::simd::Kernels>,
 }
 
 impl Default for EncodeOptions {
@@ -41,6 +44,7 @@ impl Default for EncodeOptions {
             batch_size: 256,
             batch_tokens: 1024,
             precision: Precision::F32,
+            kernels: None,
         }
     }
 }
@@ -85,6 +89,8 @@ pub struct EncodeStats {
 /// normalisation.
 pub struct Encoder {
     model: BertModel,
+    /// The kernel path of the int8 products, decided at load.
+    kernels: crate::simd::Kernels,
     tokenizer: Tokenizer,
     config: Config,
     options: EncodeOptions,
@@ -161,11 +167,18 @@ impl Encoder {
             path: base.weights_path.clone(),
             source,
         };
+        // The one dispatch point: the kernel path is decided here, at load.
+        let kernels = match base.options.kernels {
+            Some(k) => k,
+            None => crate::simd::selected()?,
+        };
         let vb = VarBuilder::from_tensors(base.weights, DType::F32, &Device::Cpu);
-        let model = BertModel::load_with_precision(vb, &base.config, base.options.precision)
+        let mut model = BertModel::load_with_precision(vb, &base.config, base.options.precision)
             .map_err(load_err)?;
+        model.set_kernels(kernels);
         Ok(Self {
             model,
+            kernels,
             tokenizer: base.tokenizer.tokenizer,
             config: base.config,
             options: base.options,
@@ -174,6 +187,11 @@ impl Encoder {
             dir: base.dir,
             added_tokens: base.tokenizer.added_tokens,
         })
+    }
+
+    /// The kernel path of the int8 products, decided at load.
+    pub fn kernels(&self) -> crate::simd::Kernels {
+        self.kernels
     }
 
     /// Hex sha256 of the adapters file merged at load, if any.

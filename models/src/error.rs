@@ -69,6 +69,10 @@ pub enum Error {
         source: candle_core::Error,
     },
 
+    /// `TOMLITE_KERNELS` names no kernel path, or one this CPU lacks.
+    #[error(transparent)]
+    Kernels(#[from] crate::simd::KernelsError),
+
     /// The encoding options are invalid.
     #[error("invalid encoder options: {reason}")]
     InvalidOptions {

@@ -51,6 +51,7 @@ pub mod lora;
 pub mod metrics;
 pub mod profile;
 pub mod quant;
+pub mod simd;
 
 pub use bert::Precision;
 pub use encoder::{

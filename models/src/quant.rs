@@ -18,25 +18,24 @@
 //! what the accuracy bound of the encoder measures. `activation_bits` can
 //! force a coarser grid (8 bits models int8 activations) for comparison.
 //!
-//! The product is tiled 6 rows × 2 output channels: per 16 positions of
-//! `k`, 8 loads feed 12 `vpmaddwd` + 12 `vpaddd` into 12 accumulators,
-//! which with the 2 weight registers, the row register and the product's
-//! temporary fill the 16 ymm registers. Output channels are split into blocks of 24 (a block's
-//! weights, 24 × k i16, stay in L1 for k = 384) that run in parallel.
+//! The product is tiled 6 rows × 2 output channels: per step of `k`, 8
+//! loads feed 12 multiply-adds into 12 accumulators, which with the 2
+//! weight registers, the row register and the product's temporary fill the
+//! 16 ymm registers of AVX2. Output channels are split into blocks of 24 (a
+//! block's weights, 24 × k i16, stay in L1 for k = 384) that run in
+//! parallel.
 //!
-//! Without AVX2 at compile time the same tiles run as plain Rust (slow, but
-//! exact and identical in result).
+//! The tile's instructions are chosen at run time ([`crate::simd`]): AVX-512
+//! VNNI (`vpdpwssd` on zmm, 32 i16 pairs multiplied and accumulated per
+//! instruction), AVX-512BW (`vpmaddwd` + `vpaddd` on zmm), AVX-VNNI
+//! (`vpdpwssd` on ymm), AVX2 (`vpmaddwd` + `vpaddd` on ymm) or plain Rust.
+//! The integer results are the same on every path.
 
+use crate::simd::{self, Kernels, MR, NR, STEP};
 use candle_core::backend::BackendStorage as _;
 use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
-/// Positions of `k` per step of the kernel (one ymm register of i16).
-const STEP: usize = 16;
-/// Rows per register tile.
-const MR: usize = 6;
-/// Output channels per register tile.
-const NR: usize = 2;
 /// Output channels per block of the sweep.
 const BLOCK_N: usize = 24;
 /// Rows per parallel task (a multiple of [`MR`]).
@@ -66,6 +65,8 @@ pub struct QuantLinear {
     scales: Vec<f32>,
     /// Activation grid, `±levels`.
     levels: i32,
+    /// The kernel path of the products.
+    kernels: Kernels,
 }
 
 impl QuantLinear {
@@ -102,6 +103,7 @@ impl QuantLinear {
             let cap = (1i64 << bits.clamp(2, 16).saturating_sub(1)) - 1;
             levels = levels.min(cap as i32);
         }
+        let kernels = simd::selected().map_err(|e| candle_core::Error::Msg(e.to_string()))?;
         Ok(Self {
             n,
             k,
@@ -109,7 +111,20 @@ impl QuantLinear {
             weights,
             scales,
             levels,
+            kernels,
         })
+    }
+
+    /// The same layer on kernel path `kernels` (the default is
+    /// [`simd::selected`]'s).
+    pub fn with_kernels(mut self, kernels: Kernels) -> Self {
+        self.kernels = kernels;
+        self
+    }
+
+    /// The kernel path of the products.
+    pub fn kernels(&self) -> Kernels {
+        self.kernels
     }
 
     /// Output channels.
@@ -153,6 +168,7 @@ impl QuantLinear {
         let mut q = vec![0i16; rows * kp];
         let mut scales = vec![0f32; rows];
         let levels = self.levels as f32;
+        let kernels = self.kernels;
         q.par_chunks_mut(kp * 64)
             .zip(xs.par_chunks(k * 64))
             .zip(scales.par_chunks_mut(64))
@@ -160,7 +176,7 @@ impl QuantLinear {
                 for ((q, x), s) in q.chunks_exact_mut(kp).zip(xs.chunks_exact(k)).zip(scales) {
                     let max = x.iter().fold(0f32, |m, &v| m.max(v.abs()));
                     let scale = if max > 0.0 { max / levels } else { 1.0 };
-                    quantize_row(x, 1.0 / scale, q);
+                    simd::quantize_row(kernels, x, 1.0 / scale, q);
                     *s = scale;
                 }
             });
@@ -201,15 +217,15 @@ impl QuantLinear {
                 let nr = (j1 - j).min(NR);
                 let mut acc = [[0i32; NR]; MR];
                 if (mr, nr) == (MR, NR) {
-                    tile::<MR, NR>(
+                    acc = simd::tile(
+                        self.kernels,
                         std::array::from_fn(|i| x(r + i)),
-                        [w(j), w(j + 1)],
-                        &mut acc,
+                        std::array::from_fn(|c| w(j + c)),
                     );
                 } else {
                     for (a, acc) in acc.iter_mut().enumerate().take(mr) {
                         for (c, acc) in acc.iter_mut().enumerate().take(nr) {
-                            *acc = dot(x(r + a), w(j + c));
+                            *acc = simd::dot(self.kernels, x(r + a), w(j + c));
                         }
                     }
                 }
@@ -247,151 +263,6 @@ impl CustomOp1 for QuantLinear {
     }
 }
 
-/// `q[i] = round(x[i] · inv)` (ties to even), for `|x · inv| ≤ 32,767`.
-#[cfg(target_feature = "avx2")]
-fn quantize_row(x: &[f32], inv: f32, q: &mut [i16]) {
-    use safe_arch::{convert_to_i32_m256i_from_m256, m256, m256i, mul_m256};
-    let (chunks, tail) = x.as_chunks::<8>();
-    let scale = m256::from([inv; 8]);
-    for (c, q) in chunks.iter().zip(q.chunks_exact_mut(8)) {
-        // vcvtps2dq rounds to nearest even, as `round_ties_even` does.
-        let v: m256i = convert_to_i32_m256i_from_m256(mul_m256(m256::from(*c), scale));
-        let lanes: [i32; 8] = v.into();
-        for (q, l) in q.iter_mut().zip(lanes) {
-            *q = l as i16;
-        }
-    }
-    let done = chunks.len() * 8;
-    for (q, &v) in q[done..].iter_mut().zip(tail) {
-        *q = (v * inv).round_ties_even() as i16;
-    }
-}
-
-/// Portable version of the AVX2 row quantisation (same result).
-#[cfg(not(target_feature = "avx2"))]
-fn quantize_row(x: &[f32], inv: f32, q: &mut [i16]) {
-    for (q, &v) in q.iter_mut().zip(x) {
-        *q = (v * inv).round_ties_even() as i16;
-    }
-}
-
-/// Exact i32 dot product of two equal-length i16 slices (a multiple of
-/// [`STEP`]).
-fn dot(a: &[i16], b: &[i16]) -> i32 {
-    let mut acc = [[0i32; NR]; MR];
-    tile::<1, 1>([a], [b], &mut acc);
-    acc[0][0]
-}
-
-/// `acc[r][c] = Σ_k a[r][k]·b[c][k]` for an `R × C` register tile.
-#[cfg(target_feature = "avx2")]
-#[inline(always)]
-fn tile<const R: usize, const C: usize>(a: [&[i16]; R], b: [&[i16]; C], acc: &mut [[i32; NR]; MR]) {
-    use safe_arch::{add_i32_m256i, m256i, mul_i16_horizontal_add_m256i};
-    if R == MR && C == NR {
-        let rows: [&[i16]; MR] = std::array::from_fn(|r| a[r]);
-        return tile_6x2(rows, b[0], b[1], acc);
-    }
-    let steps = a[0].len() / STEP;
-    let a: [&[[i16; STEP]]; R] = std::array::from_fn(|r| &a[r].as_chunks::<STEP>().0[..steps]);
-    let b: [&[[i16; STEP]]; C] = std::array::from_fn(|c| &b[c].as_chunks::<STEP>().0[..steps]);
-    let mut sums = [[m256i::default(); C]; R];
-    for k in 0..steps {
-        for (row, sums) in a.iter().zip(sums.iter_mut()) {
-            let x = m256i::from(row[k]);
-            for (s, col) in sums.iter_mut().zip(&b) {
-                *s = add_i32_m256i(*s, mul_i16_horizontal_add_m256i(x, m256i::from(col[k])));
-            }
-        }
-    }
-    for (acc, sums) in acc.iter_mut().zip(&sums) {
-        for (acc, s) in acc.iter_mut().zip(sums) {
-            *acc = hsum(*s);
-        }
-    }
-}
-
-/// The 6 × 2 tile with its 12 accumulators in named registers: with the
-/// 2 weight registers, the row register and the product's temporary it
-/// fills the 16 ymm registers exactly (a 4 × 3 tile needs 17, and the
-/// compiler spills an accumulator, which chains every step through memory).
-#[cfg(target_feature = "avx2")]
-#[inline(always)]
-fn tile_6x2(a: [&[i16]; MR], b0: &[i16], b1: &[i16], acc: &mut [[i32; NR]; MR]) {
-    use safe_arch::{add_i32_m256i as add, m256i, mul_i16_horizontal_add_m256i as madd};
-    fn chunks(s: &[i16], steps: usize) -> &[[i16; STEP]] {
-        &s.as_chunks::<STEP>().0[..steps]
-    }
-    let steps = a[0].len() / STEP;
-    let (a0, a1, a2) = (
-        chunks(a[0], steps),
-        chunks(a[1], steps),
-        chunks(a[2], steps),
-    );
-    let (a3, a4, a5) = (
-        chunks(a[3], steps),
-        chunks(a[4], steps),
-        chunks(a[5], steps),
-    );
-    let (b0, b1) = (chunks(b0, steps), chunks(b1, steps));
-    let z = m256i::default;
-    let (mut s00, mut s01, mut s10, mut s11) = (z(), z(), z(), z());
-    let (mut s20, mut s21, mut s30, mut s31) = (z(), z(), z(), z());
-    let (mut s40, mut s41, mut s50, mut s51) = (z(), z(), z(), z());
-    for k in 0..steps {
-        let (w0, w1) = (m256i::from(b0[k]), m256i::from(b1[k]));
-        let x = m256i::from(a0[k]);
-        s00 = add(s00, madd(x, w0));
-        s01 = add(s01, madd(x, w1));
-        let x = m256i::from(a1[k]);
-        s10 = add(s10, madd(x, w0));
-        s11 = add(s11, madd(x, w1));
-        let x = m256i::from(a2[k]);
-        s20 = add(s20, madd(x, w0));
-        s21 = add(s21, madd(x, w1));
-        let x = m256i::from(a3[k]);
-        s30 = add(s30, madd(x, w0));
-        s31 = add(s31, madd(x, w1));
-        let x = m256i::from(a4[k]);
-        s40 = add(s40, madd(x, w0));
-        s41 = add(s41, madd(x, w1));
-        let x = m256i::from(a5[k]);
-        s50 = add(s50, madd(x, w0));
-        s51 = add(s51, madd(x, w1));
-    }
-    *acc = [
-        [hsum(s00), hsum(s01)],
-        [hsum(s10), hsum(s11)],
-        [hsum(s20), hsum(s21)],
-        [hsum(s30), hsum(s31)],
-        [hsum(s40), hsum(s41)],
-        [hsum(s50), hsum(s51)],
-    ];
-}
-
-/// Sum of the 8 i32 lanes.
-#[cfg(target_feature = "avx2")]
-#[inline(always)]
-fn hsum(s: safe_arch::m256i) -> i32 {
-    let lanes: [i32; 8] = s.into();
-    lanes.iter().sum()
-}
-
-/// Portable version of the AVX2 tile (same integer result).
-#[cfg(not(target_feature = "avx2"))]
-#[inline(always)]
-fn tile<const R: usize, const C: usize>(a: [&[i16]; R], b: [&[i16]; C], acc: &mut [[i32; NR]; MR]) {
-    for (acc, row) in acc.iter_mut().zip(a) {
-        for (acc, col) in acc.iter_mut().zip(b) {
-            *acc = row
-                .iter()
-                .zip(col)
-                .map(|(&x, &w)| x as i32 * w as i32)
-                .sum();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -407,7 +278,7 @@ mod tests {
     #[test]
     fn the_integer_product_is_exact() {
         // Against i64 arithmetic on the same quantised values, over shapes
-        // that exercise every remainder of the 4 × 3 tile and of k.
+        // that exercise remainders of the 6 × 2 tile and of k.
         let mut seed = 7;
         for &(rows, n, k) in &[
             (1, 1, 1),
@@ -440,6 +311,68 @@ mod tests {
         }
     }
 
+    /// Every path's integer product against the portable one, bit for bit,
+    /// over every remainder of the 6 × 2 tile and of the 32-wide step.
+    /// Returns `false` (and says so) when the CPU lacks the path.
+    fn path_matches_portable(path: simd::Path) -> bool {
+        let kernels = match simd::Kernels::force(path) {
+            Ok(k) => k,
+            Err(_) => {
+                eprintln!(
+                    "skipped: {path} (CPU lacks {})",
+                    path.missing_feature().unwrap_or("?")
+                );
+                return false;
+            }
+        };
+        let mut seed = 5;
+        for k in [1, 2, 15, 16, 17, 31, 32, 33, 64, 384, 1536] {
+            for n in 1..=37 {
+                let w: Vec<f32> = (0..n * k).map(|_| lcg(&mut seed)).collect();
+                let layer =
+                    QuantLinear::quantize(&Tensor::from_vec(w, (n, k), &Device::Cpu).unwrap())
+                        .unwrap();
+                let (fast, slow) = (
+                    layer.clone().with_kernels(kernels),
+                    layer.with_kernels(simd::Kernels::portable()),
+                );
+                let x: Vec<f32> = (0..13 * k).map(|_| lcg(&mut seed) * 4.0).collect();
+                for rows in 1..=13 {
+                    let x = &x[..rows * k];
+                    assert_eq!(
+                        fast.quantize_rows(x, rows),
+                        slow.quantize_rows(x, rows),
+                        "{path}: quantised rows differ, rows {rows} n {n} k {k}"
+                    );
+                    let (a, b) = (fast.matmul(x), slow.matmul(x));
+                    let same = a.iter().zip(&b).all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "{path}: product differs, rows {rows} n {n} k {k}");
+                }
+            }
+        }
+        true
+    }
+
+    #[test]
+    fn int8_path_avx512vnni_is_bit_exact_to_portable_or_skipped() {
+        path_matches_portable(simd::Path::Avx512Vnni);
+    }
+
+    #[test]
+    fn int8_path_avx512_is_bit_exact_to_portable_or_skipped() {
+        path_matches_portable(simd::Path::Avx512);
+    }
+
+    #[test]
+    fn int8_path_avxvnni_is_bit_exact_to_portable_or_skipped() {
+        path_matches_portable(simd::Path::AvxVnni);
+    }
+
+    #[test]
+    fn int8_path_avx2_is_bit_exact_to_portable_or_skipped() {
+        path_matches_portable(simd::Path::Avx2);
+    }
+
     #[test]
     fn no_partial_sum_can_overflow_at_the_chosen_grid() {
         for k in [16, 384, 1536, 4096] {
@@ -469,5 +402,52 @@ mod tests {
         // int8 weights: error ≈ √k · |x| · scale / √12 ≈ 0.006 here.
         assert!(worst < 0.02, "worst absolute error {worst}");
         assert!(worst > 0.0, "the weights were not rounded at all");
+    }
+}
+#[cfg(test)]
+mod timing {
+    use super::*;
+    use candle_core::Device;
+
+    /// GFLOP/s of the FFN-up shape (640 × 384 → 1,536) on every kernel path
+    /// this CPU has: `cargo test -p tomlite-models --lib --release
+    /// int8_speed_per_kernel_path -- --ignored --nocapture`. A measurement,
+    /// not a check.
+    #[test]
+    #[ignore]
+    fn int8_speed_per_kernel_path() {
+        let (rows, n, k) = (640, 1536, 384);
+        let w: Vec<f32> = (0..n * k)
+            .map(|i| ((i * 7919) % 255) as f32 - 127.0)
+            .collect();
+        let x: Vec<f32> = (0..rows * k)
+            .map(|i| ((i * 31) % 200) as f32 - 100.0)
+            .collect();
+        let layer =
+            QuantLinear::quantize(&Tensor::from_vec(w, (n, k), &Device::Cpu).unwrap()).unwrap();
+        for p in simd::PATHS {
+            let Ok(kk) = simd::Kernels::force(p) else {
+                continue;
+            };
+            let l = layer.clone().with_kernels(kk);
+            let _ = l.matmul(&x);
+            let t = std::time::Instant::now();
+            for _ in 0..10 {
+                let _ = l.matmul(&x);
+            }
+            let s = t.elapsed().as_secs_f64() / 10.0;
+            let (qx, sx) = l.quantize_rows(&x, rows);
+            let t = std::time::Instant::now();
+            for _ in 0..10 {
+                let mut out = vec![0f32; rows * n];
+                l.product(&qx, &sx, rows, &mut out);
+            }
+            let s2 = t.elapsed().as_secs_f64() / 10.0;
+            eprintln!(
+                "{p}: {:.1} GFLOP/s whole, {:.1} product only",
+                2.0 * (rows * n * k) as f64 / s / 1e9,
+                2.0 * (rows * n * k) as f64 / s2 / 1e9
+            );
+        }
     }
 }

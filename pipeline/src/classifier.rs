@@ -453,6 +453,16 @@ impl Classifier {
         self.memory_times = Some(times);
     }
 
+    /// The kernels of the encoder's matrix products, for summary lines:
+    /// `int8 avx512vnni` (the path chosen at load, [`tomlite_models::simd`])
+    /// or `f32 gemm avx512f` (gemm's own run-time choice).
+    pub fn kernels(&self) -> String {
+        match self.encoder.options().precision {
+            Precision::Int8 => format!("int8 {}", self.encoder.kernels().path()),
+            Precision::F32 => format!("f32 gemm {}", tomlite_models::simd::f32_matmul_path()),
+        }
+    }
+
     /// Text embeddings (unit length), one forward pass per text.
     pub fn embed(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>, tomlite_models::Error> {
         let e = self.encoder.encode(texts)?;

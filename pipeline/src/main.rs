@@ -1334,7 +1334,7 @@ fn cmd_annotate(args: AnnotateArgs) -> Result<(), Failure> {
     let secs = started.elapsed().as_secs_f64();
     let st = &clf.stats;
     eprintln!(
-        "tomlite annotate: {n} records ({rejected} rejected) in {secs:.1}s: {:.1} records/s, {:.0} tokens/s; {} texts encoded ({} reused in their batch, {} from earlier batches), {} tokens + {} padding, {} truncated to the encoder limit",
+        "tomlite annotate: {n} records ({rejected} rejected) in {secs:.1}s: {:.1} records/s, {:.0} tokens/s; {} texts encoded ({} reused in their batch, {} from earlier batches), {} tokens + {} padding, {} truncated to the encoder limit; kernels {}",
         n as f64 / secs.max(1e-9),
         st.tokens as f64 / secs.max(1e-9),
         st.texts_encoded,
@@ -1342,7 +1342,8 @@ fn cmd_annotate(args: AnnotateArgs) -> Result<(), Failure> {
         st.texts_cached,
         st.tokens,
         st.padded_tokens,
-        st.truncated_texts
+        st.truncated_texts,
+        clf.kernels()
     );
     if tomlite_models::profile::enabled() {
         print_profile(secs);

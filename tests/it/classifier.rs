@@ -378,3 +378,63 @@ fn the_classifier_detects_sensitive_content_without_a_flag() {
         .collect();
     assert_eq!(ids, ["c1", "c2"]);
 }
+
+/// The int8 kernels are chosen at run time: `TOMLITE_KERNELS=portable`
+/// forces the portable path and gives byte-identical annotations, the
+/// summary line names the path that ran, and a name that is not a path is
+/// a configuration error naming the variable.
+#[test]
+fn tomlite_kernels_forces_a_path_with_the_same_annotations_or_fails_naming_itself() {
+    model_present();
+    let env = Env::new();
+    let rows: Vec<Value> = [
+        ("k1", "Please keep answers short and put the code first."),
+        ("k2", "Don't message me after 9pm. I mean it."),
+    ]
+    .iter()
+    .map(|(id, t)| record(id, t))
+    .collect();
+    env.jsonl("records.jsonl", &rows);
+    let annotate = |kernels: Option<&str>, out: &str| {
+        let mut cmd = bin();
+        cmd.current_dir(env.dir.path()).args([
+            "annotate",
+            "--precision",
+            "int8",
+            "--input",
+            "records.jsonl",
+            "--out",
+            out,
+        ]);
+        match kernels {
+            Some(k) => cmd.env("TOMLITE_KERNELS", k),
+            None => cmd.env_remove("TOMLITE_KERNELS"),
+        };
+        cmd.output().unwrap()
+    };
+    let detected = annotate(None, "detected.jsonl");
+    let portable = annotate(Some("portable"), "portable.jsonl");
+    for out in [&detected, &portable] {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let stderr = String::from_utf8_lossy(&portable.stderr);
+    assert!(stderr.contains("; kernels int8 portable"), "{stderr}");
+    let stderr = String::from_utf8_lossy(&detected.stderr);
+    assert!(stderr.contains("; kernels int8 "), "{stderr}");
+    assert_eq!(
+        std::fs::read(env.path("detected.jsonl")).unwrap(),
+        std::fs::read(env.path("portable.jsonl")).unwrap(),
+        "the portable path changed the int8 annotations"
+    );
+    let bad = annotate(Some("avx1024"), "bad.jsonl");
+    assert_eq!(bad.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        stderr.contains("TOMLITE_KERNELS=\"avx1024\" is not a kernel path"),
+        "{stderr}"
+    );
+}

@@ -173,3 +173,45 @@ fn int8_encoder_stays_within_the_cosine_bound() {
     // otherwise), by little.
     assert!(worst_f32 < 0.999_999, "int8 gave the f32 vectors exactly");
 }
+
+/// The portable kernel path (what `TOMLITE_KERNELS=portable` selects) gives
+/// the default path's embeddings on the real model: bit for bit in int8
+/// (the integer products are exact on every path), within 1e-5 in f32.
+#[test]
+fn portable_kernels_give_the_default_paths_embeddings() {
+    use tomlite_models::simd::Kernels;
+    let refs = references();
+    let texts: Vec<&str> = refs.iter().map(|r| r.text.as_str()).collect();
+    let dir = model_dir();
+    for precision in [Precision::Int8, Precision::F32] {
+        let load = |kernels| {
+            Encoder::load_with_options(
+                &dir,
+                EncodeOptions {
+                    precision,
+                    kernels,
+                    ..EncodeOptions::default()
+                },
+            )
+            .expect("load")
+        };
+        let (default, portable) = (load(None), load(Some(Kernels::portable())));
+        eprintln!(
+            "{precision}: default path {}, against portable",
+            default.kernels().path()
+        );
+        let a = default.encode(&texts).expect("encode").embeddings;
+        let b = portable.encode(&texts).expect("encode").embeddings;
+        for (i, (a, b)) in a.iter().zip(&b).enumerate() {
+            let worst = a
+                .iter()
+                .zip(b)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0f32, f32::max);
+            match precision {
+                Precision::Int8 => assert_eq!(a, b, "int8 text {i}: worst difference {worst}"),
+                Precision::F32 => assert!(worst <= 1e-5, "f32 text {i}: worst difference {worst}"),
+            }
+        }
+    }
+}

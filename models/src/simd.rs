@@ -1,0 +1,612 @@
+//! The CPU kernels that need instructions beyond the x86-64 baseline, and
+//! the one place where the path among them is chosen: at run time, from
+//! what the CPU has, once per process.
+//!
+//! # Paths
+//!
+//! | path | int8 product (i16 · i16 → i32) | needs |
+//! |---|---|---|
+//! | `avx512vnni` | `vpdpwssd` on zmm: 32 multiply-adds, accumulated, per instruction | AVX-512F, BW, VNNI |
+//! | `avx512` | `vpmaddwd` + `vpaddd` on zmm | AVX-512F, BW |
+//! | `avxvnni` | `vpdpwssd` on ymm (the VEX form) | AVX2, AVX-VNNI |
+//! | `avx2` | `vpmaddwd` + `vpaddd` on ymm | AVX2, FMA |
+//! | `portable` | plain Rust | nothing |
+//!
+//! [`Kernels::detect`] takes the first path of the table the CPU has.
+//! `TOMLITE_KERNELS=<path>` forces one ([`selected`]); a name that is not a
+//! path, or a path the CPU lacks, is an error naming the variable. Every
+//! path computes the same integers (the products are exact in i32), so the
+//! int8 encoder's output does not depend on the path.
+//!
+//! The f32 matrix products are not chosen here: they run in `gemm`, which
+//! picks its own AVX-512F or FMA kernels at run time ([`f32_matmul_path`]).
+//!
+//! # Safety
+//!
+//! This is the only module of the crate that may use `unsafe`. A
+//! [`Kernels`] value can only be made by [`Kernels::detect`] or
+//! [`Kernels::force`], both of which check the CPU, so holding one proves
+//! that its path's instructions exist: that is what makes calling the
+//! `#[target_feature]` functions below sound. Loads and stores go through
+//! pointers taken from fixed-size array chunks (`as_chunks`) of checked
+//! slices, so each is in bounds by construction.
+
+#![allow(unsafe_code)]
+
+use std::sync::OnceLock;
+
+/// The environment variable that forces a kernel path.
+pub const KERNELS_VAR: &str = "TOMLITE_KERNELS";
+
+/// Lengths of the int8 operands must be multiples of this (one zmm
+/// register of i16).
+pub const STEP: usize = 32;
+
+/// Rows of the register tile of [`tile`].
+pub const MR: usize = 6;
+
+/// Columns (output channels) of the register tile of [`tile`].
+pub const NR: usize = 2;
+
+/// A kernel path, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Path {
+    /// AVX-512 VNNI (`vpdpwssd` on zmm).
+    Avx512Vnni,
+    /// AVX-512BW (`vpmaddwd` on zmm).
+    Avx512,
+    /// AVX-VNNI (`vpdpwssd` on ymm).
+    AvxVnni,
+    /// AVX2 (`vpmaddwd` on ymm).
+    Avx2,
+    /// Plain Rust.
+    Portable,
+}
+
+/// Every path, best first.
+pub const PATHS: [Path; 5] = [
+    Path::Avx512Vnni,
+    Path::Avx512,
+    Path::AvxVnni,
+    Path::Avx2,
+    Path::Portable,
+];
+
+impl Path {
+    /// The name `TOMLITE_KERNELS` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Path::Avx512Vnni => "avx512vnni",
+            Path::Avx512 => "avx512",
+            Path::AvxVnni => "avxvnni",
+            Path::Avx2 => "avx2",
+            Path::Portable => "portable",
+        }
+    }
+
+    /// The path named `name`, if any.
+    pub fn from_name(name: &str) -> Option<Path> {
+        PATHS.into_iter().find(|p| p.name() == name)
+    }
+
+    /// The CPU features the path needs (as `is_x86_feature_detected!`
+    /// names them).
+    pub fn features(self) -> &'static [&'static str] {
+        match self {
+            Path::Avx512Vnni => &["avx512f", "avx512bw", "avx512vnni"],
+            Path::Avx512 => &["avx512f", "avx512bw"],
+            Path::AvxVnni => &["avx2", "avxvnni"],
+            Path::Avx2 => &["avx2", "fma"],
+            Path::Portable => &[],
+        }
+    }
+
+    /// The first feature of [`Path::features`] this CPU lacks, if any.
+    pub fn missing_feature(self) -> Option<&'static str> {
+        self.features().iter().copied().find(|f| !has_feature(f))
+    }
+}
+
+impl std::fmt::Display for Path {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Whether the CPU (and the OS, for the register state) supports `feature`.
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+fn has_feature(feature: &str) -> bool {
+    match feature {
+        "avx2" => std::arch::is_x86_feature_detected!("avx2"),
+        "fma" => std::arch::is_x86_feature_detected!("fma"),
+        "avxvnni" => std::arch::is_x86_feature_detected!("avxvnni"),
+        "avx512f" => std::arch::is_x86_feature_detected!("avx512f"),
+        "avx512bw" => std::arch::is_x86_feature_detected!("avx512bw"),
+        "avx512vnni" => std::arch::is_x86_feature_detected!("avx512vnni"),
+        _ => false,
+    }
+}
+
+#[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
+fn has_feature(_: &str) -> bool {
+    false
+}
+
+/// A kernel path this CPU has: the proof that its instructions may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Kernels {
+    path: Path,
+}
+
+/// Why a kernel path cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KernelsError {
+    /// `TOMLITE_KERNELS` is not the name of a path.
+    #[error(
+        "{KERNELS_VAR}={value:?} is not a kernel path; expected one of avx512vnni, avx512, avxvnni, avx2, portable"
+    )]
+    Unknown {
+        /// The variable's value.
+        value: String,
+    },
+    /// The path needs an instruction set this CPU lacks.
+    #[error("{KERNELS_VAR}={path}: this CPU lacks {feature}")]
+    Unsupported {
+        /// The path asked for.
+        path: Path,
+        /// The first missing feature.
+        feature: &'static str,
+    },
+}
+
+impl Kernels {
+    /// The best path this CPU has.
+    pub fn detect() -> Kernels {
+        let path = PATHS
+            .into_iter()
+            .find(|p| p.missing_feature().is_none())
+            .unwrap_or(Path::Portable);
+        Kernels { path }
+    }
+
+    /// `path`, if this CPU has it.
+    pub fn force(path: Path) -> Result<Kernels, KernelsError> {
+        match path.missing_feature() {
+            None => Ok(Kernels { path }),
+            Some(feature) => Err(KernelsError::Unsupported { path, feature }),
+        }
+    }
+
+    /// The portable path (always available).
+    pub fn portable() -> Kernels {
+        Kernels {
+            path: Path::Portable,
+        }
+    }
+
+    /// The choice for a value of `TOMLITE_KERNELS` (`None`: unset, detect).
+    pub fn from_env_value(value: Option<&str>) -> Result<Kernels, KernelsError> {
+        match value {
+            None => Ok(Kernels::detect()),
+            Some(v) => {
+                let path = Path::from_name(v.trim()).ok_or_else(|| KernelsError::Unknown {
+                    value: v.to_string(),
+                })?;
+                Kernels::force(path)
+            }
+        }
+    }
+
+    /// The path.
+    pub fn path(self) -> Path {
+        self.path
+    }
+}
+
+/// The process's kernel path: `TOMLITE_KERNELS` if set, else the best the
+/// CPU has; decided on the first call and kept.
+pub fn selected() -> Result<Kernels, KernelsError> {
+    static CHOICE: OnceLock<Result<Kernels, KernelsError>> = OnceLock::new();
+    CHOICE
+        .get_or_init(|| {
+            let value = std::env::var(KERNELS_VAR).ok();
+            Kernels::from_env_value(value.as_deref())
+        })
+        .clone()
+}
+
+/// The kernels `gemm` runs the f32 matrix products with on this CPU (it
+/// chooses at run time; this crate enables its AVX-512 kernels).
+pub fn f32_matmul_path() -> &'static str {
+    if has_feature("avx512f") {
+        "avx512f"
+    } else if has_feature("fma") {
+        "fma"
+    } else {
+        "scalar"
+    }
+}
+
+/// Checks the operands of the int8 kernels: all of one length, a multiple
+/// of [`STEP`]. Panics otherwise (a caller's bug).
+fn check(a: &[&[i16]], b: &[&[i16]]) -> usize {
+    let len = a.first().or(b.first()).map_or(0, |s| s.len());
+    assert!(
+        len.is_multiple_of(STEP) && a.iter().chain(b).all(|s| s.len() == len),
+        "int8 kernel operands must share one length, a multiple of {STEP}"
+    );
+    len
+}
+
+/// `Σ a[i]·b[i]` in i32 (exact while no partial sum overflows, which the
+/// activation grid guarantees). `a` and `b`: equal lengths, a multiple of
+/// [`STEP`].
+pub fn dot(k: Kernels, a: &[i16], b: &[i16]) -> i32 {
+    check(&[a], &[b]);
+    match k.path {
+        Path::Portable => portable_dot(a, b),
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        // SAFETY: `k` exists only if the CPU has the path's features
+        // (Kernels::detect/force); lengths were checked above.
+        Path::Avx512Vnni => unsafe { x86::dot_avx512vnni(a, b) },
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        // SAFETY: as above, for AVX-512F/BW.
+        Path::Avx512 => unsafe { x86::dot_avx512(a, b) },
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        // SAFETY: as above, for AVX2 + AVX-VNNI.
+        Path::AvxVnni => unsafe { x86::dot_avxvnni(a, b) },
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        // SAFETY: as above, for AVX2.
+        Path::Avx2 => unsafe { x86::dot_avx2(a, b) },
+        #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
+        _ => portable_dot(a, b),
+    }
+}
+
+/// The `MR × NR` tile: `out[r][c] = Σ a[r][i]·b[c][i]` (same conditions as
+/// [`dot`]).
+pub fn tile(k: Kernels, a: [&[i16]; MR], b: [&[i16]; NR]) -> [[i32; NR]; MR] {
+    check(&a, &b);
+    match k.path {
+        Path::Portable => portable_tile(a, b),
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        // SAFETY: `k` exists only if the CPU has the path's features
+        // (Kernels::detect/force); lengths were checked above.
+        Path::Avx512Vnni => unsafe { x86::tile_avx512vnni(a, b) },
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        // SAFETY: as above, for AVX-512F/BW.
+        Path::Avx512 => unsafe { x86::tile_avx512(a, b) },
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        // SAFETY: as above, for AVX2 + AVX-VNNI.
+        Path::AvxVnni => unsafe { x86::tile_avxvnni(a, b) },
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        // SAFETY: as above, for AVX2.
+        Path::Avx2 => unsafe { x86::tile_avx2(a, b) },
+        #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
+        _ => portable_tile(a, b),
+    }
+}
+
+/// `q[i] = round(x[i] · inv)` (ties to even) for the first `x.len()`
+/// values of `q`, for `|x · inv| ≤ 32,767`. `q` is at least as long as `x`.
+pub fn quantize_row(k: Kernels, x: &[f32], inv: f32, q: &mut [i16]) {
+    assert!(
+        q.len() >= x.len(),
+        "quantize_row: output shorter than input"
+    );
+    let q = &mut q[..x.len()];
+    match k.path {
+        Path::Portable => portable_quantize(x, inv, q),
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        // SAFETY: `k` exists only if the CPU has AVX-512F (both AVX-512
+        // paths need it); `q` and `x` have the same length.
+        Path::Avx512Vnni | Path::Avx512 => unsafe { x86::quantize_avx512(x, inv, q) },
+        #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+        // SAFETY: as above, for AVX2 (both ymm paths need it).
+        Path::AvxVnni | Path::Avx2 => unsafe { x86::quantize_avx2(x, inv, q) },
+        #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
+        _ => portable_quantize(x, inv, q),
+    }
+}
+
+fn portable_dot(a: &[i16], b: &[i16]) -> i32 {
+    a.iter()
+        .zip(b)
+        .fold(0i32, |s, (&x, &w)| s.wrapping_add(x as i32 * w as i32))
+}
+
+fn portable_tile(a: [&[i16]; MR], b: [&[i16]; NR]) -> [[i32; NR]; MR] {
+    std::array::from_fn(|r| std::array::from_fn(|c| portable_dot(a[r], b[c])))
+}
+
+fn portable_quantize(x: &[f32], inv: f32, q: &mut [i16]) {
+    for (q, &v) in q.iter_mut().zip(x) {
+        *q = (v * inv).round_ties_even() as i16;
+    }
+}
+
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+mod x86 {
+    #[cfg(target_arch = "x86")]
+    use std::arch::x86::*;
+    #[cfg(target_arch = "x86_64")]
+    use std::arch::x86_64::*;
+
+    use super::{MR, NR, portable_quantize};
+
+    /// Defines a dot product and a 6 × 2 tile over `$w` i16 per step for
+    /// one instruction set: `$load` reads a `[i16; $w]`, `$madd(acc, x, y)`
+    /// adds the pairwise products of `x` and `y` into `acc`, `$hsum` sums
+    /// an accumulator's lanes and `$sum6` the lanes of six at once (a
+    /// reduction per accumulator cost about as much as a pass's products
+    /// at k = 384). The tile runs as two passes of 3 rows (6
+    /// accumulators, 2 weight registers, a row register and a temporary
+    /// leave the compiler room in 16 ymm registers; 6 rows at once needed
+    /// all 16 and it spilled accumulators).
+    macro_rules! int8_kernels {
+        ($dot:ident, $tile:ident, $pass:ident, $feat:literal, $w:literal, $zero:expr,
+         $load:ident, $madd:ident, $hsum:ident, $sum6:ident) => {
+            /// Callers must know that the CPU has the features of the
+            /// `target_feature` attribute.
+            #[target_feature(enable = $feat)]
+            pub(super) fn $dot(a: &[i16], b: &[i16]) -> i32 {
+                let (a, _) = a.as_chunks::<$w>();
+                let (b, _) = b.as_chunks::<$w>();
+                let mut s = $zero;
+                for (x, y) in a.iter().zip(b) {
+                    s = $madd(s, $load(x), $load(y));
+                }
+                $hsum(s)
+            }
+
+            /// As the dot product, for a tile (eight slices of one length).
+            #[target_feature(enable = $feat)]
+            pub(super) fn $tile(a: [&[i16]; MR], b: [&[i16]; NR]) -> [[i32; NR]; MR] {
+                let top = $pass(a[0], a[1], a[2], b[0], b[1]);
+                let bottom = $pass(a[3], a[4], a[5], b[0], b[1]);
+                [top[0], top[1], top[2], bottom[0], bottom[1], bottom[2]]
+            }
+
+            /// Three rows of the tile. Zipped iterators and named
+            /// accumulators: arrays of rows or of accumulators, or an index
+            /// per load, made the compiler keep them in memory and check
+            /// bounds inside the loop.
+            #[inline]
+            #[target_feature(enable = $feat)]
+            fn $pass(a0: &[i16], a1: &[i16], a2: &[i16], b0: &[i16], b1: &[i16]) -> [[i32; NR]; 3] {
+                fn ch(s: &[i16]) -> &[[i16; $w]] {
+                    s.as_chunks::<$w>().0
+                }
+                let (a0, a1, a2, b0, b1) = (ch(a0), ch(a1), ch(a2), ch(b0), ch(b1));
+                let z = $zero;
+                let (mut s00, mut s01, mut s10, mut s11, mut s20, mut s21) = (z, z, z, z, z, z);
+                for ((((x0, x1), x2), y0), y1) in a0.iter().zip(a1).zip(a2).zip(b0).zip(b1) {
+                    let (w0, w1) = ($load(y0), $load(y1));
+                    let x = $load(x0);
+                    s00 = $madd(s00, x, w0);
+                    s01 = $madd(s01, x, w1);
+                    let x = $load(x1);
+                    s10 = $madd(s10, x, w0);
+                    s11 = $madd(s11, x, w1);
+                    let x = $load(x2);
+                    s20 = $madd(s20, x, w0);
+                    s21 = $madd(s21, x, w1);
+                }
+                let r = $sum6([s00, s01, s10, s11, s20, s21]);
+                [[r[0], r[1]], [r[2], r[3]], [r[4], r[5]]]
+            }
+        };
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn load256(x: &[i16; 16]) -> __m256i {
+        // SAFETY: a by-value reinterpretation of 32 bytes as 32 bytes (any
+        // bit pattern is a valid __m256i); no pointer is involved, so the
+        // compiler emits one unaligned load and no checks.
+        unsafe { std::mem::transmute::<[i16; 16], __m256i>(*x) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn load512(x: &[i16; 32]) -> __m512i {
+        // SAFETY: a by-value reinterpretation of 64 bytes as 64 bytes (any
+        // bit pattern is a valid __m512i); no pointer is involved.
+        unsafe { std::mem::transmute::<[i16; 32], __m512i>(*x) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn madd_avx2(s: __m256i, x: __m256i, y: __m256i) -> __m256i {
+        _mm256_add_epi32(s, _mm256_madd_epi16(x, y))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,avxvnni")]
+    fn madd_avxvnni(s: __m256i, x: __m256i, y: __m256i) -> __m256i {
+        _mm256_dpwssd_avx_epi32(s, x, y)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw")]
+    fn madd_avx512(s: __m512i, x: __m512i, y: __m512i) -> __m512i {
+        _mm512_add_epi32(s, _mm512_madd_epi16(x, y))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    fn madd_avx512vnni(s: __m512i, x: __m512i, y: __m512i) -> __m512i {
+        _mm512_dpwssd_epi32(s, x, y)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn hsum256(s: __m256i) -> i32 {
+        let v = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+        let v = _mm_add_epi32(v, _mm_shuffle_epi32::<0b01_00_11_10>(v));
+        let v = _mm_add_epi32(v, _mm_shuffle_epi32::<0b10_11_00_01>(v));
+        _mm_cvtsi128_si32(v)
+    }
+
+    /// The lane sums of six accumulators: `vphaddd` pairs them up, so the
+    /// six reductions share 8 instructions instead of 6 × 7.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn sum6_256(v: [__m256i; 6]) -> [i32; 6] {
+        // h01 = [v0 01, v0 23, v1 01, v1 23 | v0 45, v0 67, v1 45, v1 67], …
+        let h01 = _mm256_hadd_epi32(v[0], v[1]);
+        let h23 = _mm256_hadd_epi32(v[2], v[3]);
+        let h45 = _mm256_hadd_epi32(v[4], v[5]);
+        // [Σv0 0-3, Σv1 0-3, Σv2 0-3, Σv3 0-3 | the same over lanes 4-7]
+        let q0 = _mm256_hadd_epi32(h01, h23);
+        let q1 = _mm256_hadd_epi32(h45, h45);
+        let fold =
+            |q: __m256i| _mm_add_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256::<1>(q));
+        let (lo, hi) = (fold(q0), fold(q1));
+        [
+            _mm_cvtsi128_si32(lo),
+            _mm_extract_epi32::<1>(lo),
+            _mm_extract_epi32::<2>(lo),
+            _mm_extract_epi32::<3>(lo),
+            _mm_cvtsi128_si32(hi),
+            _mm_extract_epi32::<1>(hi),
+        ]
+    }
+
+    /// [`sum6_256`] for zmm accumulators: each folded to 8 lanes first.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn sum6_512(v: [__m512i; 6]) -> [i32; 6] {
+        sum6_256(v.map(|v| {
+            _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64::<1>(v))
+        }))
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn hsum512(s: __m512i) -> i32 {
+        _mm512_reduce_add_epi32(s)
+    }
+
+    int8_kernels!(
+        dot_avx2,
+        tile_avx2,
+        pass_avx2,
+        "avx2,fma",
+        16,
+        _mm256_setzero_si256(),
+        load256,
+        madd_avx2,
+        hsum256,
+        sum6_256
+    );
+    int8_kernels!(
+        dot_avxvnni,
+        tile_avxvnni,
+        pass_avxvnni,
+        "avx2,avxvnni",
+        16,
+        _mm256_setzero_si256(),
+        load256,
+        madd_avxvnni,
+        hsum256,
+        sum6_256
+    );
+    int8_kernels!(
+        dot_avx512,
+        tile_avx512,
+        pass_avx512,
+        "avx512f,avx512bw",
+        32,
+        _mm512_setzero_si512(),
+        load512,
+        madd_avx512,
+        hsum512,
+        sum6_512
+    );
+    int8_kernels!(
+        dot_avx512vnni,
+        tile_avx512vnni,
+        pass_avx512vnni,
+        "avx512f,avx512bw,avx512vnni",
+        32,
+        _mm512_setzero_si512(),
+        load512,
+        madd_avx512vnni,
+        hsum512,
+        sum6_512
+    );
+
+    /// Callers must know that the CPU has AVX2. `q` as long as `x`.
+    #[target_feature(enable = "avx2")]
+    pub(super) fn quantize_avx2(x: &[f32], inv: f32, q: &mut [i16]) {
+        let (xc, xt) = x.as_chunks::<16>();
+        let (qc, qt) = q.as_chunks_mut::<16>();
+        let scale = _mm256_set1_ps(inv);
+        for (x, q) in xc.iter().zip(qc.iter_mut()) {
+            // SAFETY: each half of `x` is 8 readable f32.
+            let (lo, hi) = unsafe {
+                (
+                    _mm256_loadu_ps(x.as_ptr()),
+                    _mm256_loadu_ps(x[8..].as_ptr()),
+                )
+            };
+            // vcvtps2dq rounds to nearest even, as `round_ties_even` does.
+            let lo = _mm256_cvtps_epi32(_mm256_mul_ps(lo, scale));
+            let hi = _mm256_cvtps_epi32(_mm256_mul_ps(hi, scale));
+            // packs works per 128-bit lane: [lo0-3 hi0-3 lo4-7 hi4-7];
+            // the permutation puts the quarters back in order.
+            let packed = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packs_epi32(lo, hi));
+            // SAFETY: `q` is 32 writable bytes; the store is unaligned.
+            unsafe { _mm256_storeu_si256(q.as_mut_ptr().cast(), packed) };
+        }
+        portable_quantize(xt, inv, qt);
+    }
+
+    /// Callers must know that the CPU has AVX-512F. `q` as long as `x`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn quantize_avx512(x: &[f32], inv: f32, q: &mut [i16]) {
+        let (xc, xt) = x.as_chunks::<16>();
+        let (qc, qt) = q.as_chunks_mut::<16>();
+        let scale = _mm512_set1_ps(inv);
+        for (x, q) in xc.iter().zip(qc.iter_mut()) {
+            // SAFETY: `x` is 16 readable f32.
+            let v = unsafe { _mm512_loadu_ps(x.as_ptr()) };
+            // vcvtps2dq rounds to nearest even; vpmovdw keeps the low 16
+            // bits (the values are within ±32,767).
+            let v = _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(v, scale)));
+            // SAFETY: `q` is 32 writable bytes; the store is unaligned.
+            unsafe { _mm256_storeu_si256(q.as_mut_ptr().cast(), v) };
+        }
+        portable_quantize(xt, inv, qt);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernels_variable_names_a_path_or_fails_naming_itself() {
+        assert_eq!(
+            Kernels::from_env_value(Some("portable")),
+            Ok(Kernels::portable())
+        );
+        assert_eq!(Kernels::from_env_value(None), Ok(Kernels::detect()));
+        let err = Kernels::from_env_value(Some("avx1024")).unwrap_err();
+        assert!(
+            err.to_string().contains("TOMLITE_KERNELS=\"avx1024\""),
+            "{err}"
+        );
+        for p in PATHS {
+            match (Kernels::from_env_value(Some(p.name())), p.missing_feature()) {
+                (Ok(k), None) => assert_eq!(k.path(), p),
+                (Err(e), Some(f)) => {
+                    let msg = e.to_string();
+                    assert!(msg.contains("TOMLITE_KERNELS") && msg.contains(f), "{msg}");
+                }
+                (got, missing) => panic!("{p}: {got:?} with missing feature {missing:?}"),
+            }
+        }
+    }
+}
