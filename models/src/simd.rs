@@ -216,15 +216,11 @@ pub fn selected() -> Result<Kernels, KernelsError> {
 }
 
 /// The kernels `gemm` runs the f32 matrix products with on this CPU (it
-/// chooses at run time; this crate enables its AVX-512 kernels).
+/// chooses at run time). Its AVX-512 kernels sit behind its `x86-v4`
+/// feature, which is off: measured on an AVX-512 Xeon they were 13 %
+/// slower here (models/PERF.md), so an AVX-512 CPU runs the FMA kernels.
 pub fn f32_matmul_path() -> &'static str {
-    if has_feature("avx512f") {
-        "avx512f"
-    } else if has_feature("fma") {
-        "fma"
-    } else {
-        "scalar"
-    }
+    if has_feature("fma") { "fma" } else { "scalar" }
 }
 
 /// Checks the operands of the int8 kernels: all of one length, a multiple

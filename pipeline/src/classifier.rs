@@ -455,7 +455,7 @@ impl Classifier {
 
     /// The kernels of the encoder's matrix products, for summary lines:
     /// `int8 avx512vnni` (the path chosen at load, [`tomlite_models::simd`])
-    /// or `f32 gemm avx512f` (gemm's own run-time choice).
+    /// or `f32 gemm fma` (gemm's own run-time choice).
     pub fn kernels(&self) -> String {
         match self.encoder.options().precision {
             Precision::Int8 => format!("int8 {}", self.encoder.kernels().path()),

@@ -330,6 +330,9 @@ fn the_classifier_detects_sensitive_content_without_a_flag() {
     ];
     let rows: Vec<Value> = texts.iter().map(|(id, t)| record(id, t)).collect();
     env.jsonl("records.jsonl", &rows);
+    // The fine-tuned adapters and heads with a sensitive head (the default
+    // frozen-encoder heads have none: there the rules alone detect).
+    let heads = repo().join("models/artifacts/lora-r16-sim-s17");
     let out = bin()
         .current_dir(env.dir.path())
         .args([
@@ -338,6 +341,8 @@ fn the_classifier_detects_sensitive_content_without_a_flag() {
             "records.jsonl",
             "--out",
             "annotations.jsonl",
+            "--heads-dir",
+            heads.to_str().unwrap(),
         ])
         .output()
         .unwrap();
