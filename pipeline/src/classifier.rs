@@ -426,9 +426,14 @@ impl Classifier {
         if !self.rules.find(text).is_empty() {
             return 1.0;
         }
+        // As the detector reads it: the record's, or its surest sentence's.
+        let sentence_max = s
+            .sentence_sensitive
+            .iter()
+            .fold(0f64, |m, &p| m.max(f64::from(p)));
         s.sensitive
             .first()
-            .map_or(0.0, |&none| 1.0 - f64::from(none))
+            .map_or(0.0, |&none| (1.0 - f64::from(none)).max(sentence_max))
     }
 
     /// The detection threshold, `None` when the detector is off.

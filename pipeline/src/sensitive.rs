@@ -361,8 +361,11 @@ pub fn eval(clf: &mut Classifier, files: &[PathBuf], dev: bool) -> Result<Value,
 ///
 /// - The rules find identifiers and secrets (`credentials_pii`,
 ///   confidence 1: a Luhn-valid card number is not a matter of degree).
-/// - The head detects when P(sensitive) ≥ `threshold`; its category is the
-///   most likely one, its quote the sentence with the highest P(sensitive).
+/// - The head detects when P(sensitive) ≥ `threshold`, P(sensitive) being
+///   the record's or its surest sentence's, whichever is higher (one line
+///   of a long journal can carry it: on the held-out styles this lifts
+///   recall from 0.55 to 0.88 at 0.35); its category is the record's most
+///   likely one, its quote the sentence with the highest P(sensitive).
 /// - When both fire, a safety record (`mental_health_self_harm`) from the
 ///   head wins, else the rules' identifier.
 pub fn detect(
@@ -373,7 +376,10 @@ pub fn detect(
     threshold: f64,
 ) -> Option<Sensitive> {
     let model = record.and_then(|p| {
-        let sensitive = 1.0 - p.first().copied().unwrap_or(1.0);
+        // The record's P(sensitive), or its surest sentence's: one line
+        // of a long journal can carry it while the whole text dilutes it.
+        let sentence_max = sentences.iter().map(|s| s.1).fold(0.0, f64::max);
+        let sensitive = (1.0 - p.first().copied().unwrap_or(1.0)).max(sentence_max);
         if sensitive < threshold {
             return None;
         }
@@ -459,7 +465,7 @@ mod tests {
     fn the_head_detects_at_the_threshold_and_quotes_its_surest_sentence() {
         let text = "Gym was fine. Some nights I don't see the point of any of it.";
         let second = text.find("Some").unwrap();
-        let sentences = [((0, second), 0.1), ((second, text.len()), 0.9)];
+        let sentences = [((0, second), 0.1), ((second, text.len()), 0.7)];
         let rules = Rules::new();
         let p = p_of("mental_health_self_harm", 0.8);
         let s = detect(text, Some(&p), &sentences, &rules, 0.35).unwrap();
@@ -472,7 +478,37 @@ mod tests {
         );
         assert_eq!(s.quote.start, Some(second as u64));
         assert!(s.quote.is_verbatim(text));
-        assert!(detect(text, Some(&p_of("health", 0.3)), &sentences, &rules, 0.35).is_none());
+        let calm = [((0, second), 0.1), ((second, text.len()), 0.2)];
+        assert!(detect(text, Some(&p_of("health", 0.3)), &calm, &rules, 0.35).is_none());
+    }
+
+    // One line of a long journal carries it: the record as a whole may
+    // stay under the threshold while that sentence does not.
+    #[test]
+    fn a_sentence_over_the_threshold_detects_a_record_under_it() {
+        let text =
+            "Work was long. Walked the dog. Stopped the tablets again, don't see why I'd bother.";
+        let third = text.find("Stopped").unwrap();
+        let sentences = [
+            ((0, 14), 0.05),
+            ((15, third), 0.02),
+            ((third, text.len()), 0.6),
+        ];
+        let rules = Rules::new();
+        let p = p_of("mental_health_self_harm", 0.2);
+        let s = detect(text, Some(&p), &sentences, &rules, 0.35).unwrap();
+        assert_eq!(s.confidence, Some(0.6));
+        assert_eq!(s.category.as_deref(), Some("mental_health_self_harm"));
+        assert_eq!(
+            s.quote.text.as_deref(),
+            Some("Stopped the tablets again, don't see why I'd bother.")
+        );
+        let calm = [
+            ((0, 14), 0.05),
+            ((15, third), 0.02),
+            ((third, text.len()), 0.3),
+        ];
+        assert!(detect(text, Some(&p), &calm, &rules, 0.35).is_none());
     }
 
     #[test]
