@@ -383,6 +383,43 @@ fn affect_only_examples_are_drawn_per_epoch_when_asked() {
         .train(&examples(), &specs(), &opts, &mut |_| {})
         .unwrap();
     assert_eq!(again.epoch_losses, ft.epoch_losses);
+    // Resumed after the first epoch, the second draws what it drew in the
+    // uninterrupted run (the checkpoint keeps the generator).
+    let cp = tempfile::tempdir().unwrap();
+    let first = FineTuneOptions {
+        epochs: 1,
+        checkpoint_dir: Some(cp.path().to_path_buf()),
+        ..opts.clone()
+    };
+    tuner
+        .train(&examples(), &specs(), &first, &mut |_| {})
+        .unwrap();
+    let resumed = tuner
+        .train(
+            &examples(),
+            &specs(),
+            &FineTuneOptions {
+                resume: true,
+                epochs: 2,
+                ..first
+            },
+            &mut |_| {},
+        )
+        .unwrap();
+    // The second epoch is computed again, bit for bit; the first one's mean
+    // comes back from the checkpoint's JSON (within an ulp).
+    assert_eq!(resumed.epoch_losses[1], ft.epoch_losses[1]);
+    assert!((resumed.epoch_losses[0] - ft.epoch_losses[0]).abs() < 1e-12);
+    let probe = tuner.batch(TEXTS, 256).unwrap();
+    assert_eq!(
+        rows(
+            &tuner
+                .model()
+                .forward(&probe, Some(&resumed.adapters))
+                .unwrap()
+        ),
+        rows(&tuner.model().forward(&probe, Some(&ft.adapters)).unwrap())
+    );
 }
 
 // The optional sensitive head: its examples train it (and the adapters)
