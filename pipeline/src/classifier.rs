@@ -242,6 +242,27 @@ impl<V> Generations<V> {
 /// Tom_kinds whose tags look for an earlier memory to link to.
 pub const MEMORY_LINK_KINDS: [&str; 2] = ["unresolved_thread", "goal"];
 
+/// A sentence's byte span and its P(sensitive).
+type SentenceP = ((usize, usize), f64);
+
+/// The sensitive head's view of a record's scores: its distribution
+/// (`none` first; empty without a head) and every sentence with its
+/// P(sensitive) (0 where there is no head: the rules still quote the
+/// sentence that holds their finding).
+fn sensitive_inputs(s: &Scores) -> (Vec<f64>, Vec<SentenceP>) {
+    let record = s.sensitive.iter().map(|&p| f64::from(p)).collect();
+    let sentences = s
+        .sentences
+        .iter()
+        .enumerate()
+        .map(|(i, &span)| {
+            let p = s.sentence_sensitive.get(i).copied().unwrap_or(0.0);
+            (span, f64::from(p))
+        })
+        .collect();
+    (record, sentences)
+}
+
 /// `adapters <sha256>`, or `no adapters`.
 fn describe(adapters: Option<&str>) -> String {
     adapters.map_or_else(|| "no adapters".to_string(), |a| format!("adapters {a}"))
@@ -399,18 +420,7 @@ impl Classifier {
     /// detector is on ([`crate::sensitive::detect`]).
     pub fn detect_sensitive(&self, text: &str, s: &Scores) -> Option<Sensitive> {
         let threshold = self.sensitive_threshold?;
-        let record: Vec<f64> = s.sensitive.iter().map(|&p| f64::from(p)).collect();
-        // Every sentence, with P(sensitive) 0 where there is no head: the
-        // rules quote the sentence that holds their finding.
-        let sentences: Vec<((usize, usize), f64)> = s
-            .sentences
-            .iter()
-            .enumerate()
-            .map(|(i, &span)| {
-                let p = s.sentence_sensitive.get(i).copied().unwrap_or(0.0);
-                (span, f64::from(p))
-            })
-            .collect();
+        let (record, sentences) = sensitive_inputs(s);
         crate::sensitive::detect(
             text,
             (!record.is_empty()).then_some(record.as_slice()),
@@ -421,19 +431,17 @@ impl Classifier {
     }
 
     /// P(sensitive) of `text` as the detector sees it: 1 when the rules
-    /// find an identifier, else the head's (0 without a head).
+    /// find an identifier, else the head's
+    /// ([`crate::sensitive::head_probability`]; 0 without a head).
     pub fn sensitive_probability(&self, text: &str, s: &Scores) -> f64 {
         if !self.rules.find(text).is_empty() {
             return 1.0;
         }
-        // As the detector reads it: the record's, or its surest sentence's.
-        let sentence_max = s
-            .sentence_sensitive
-            .iter()
-            .fold(0f64, |m, &p| m.max(f64::from(p)));
-        s.sensitive
-            .first()
-            .map_or(0.0, |&none| (1.0 - f64::from(none)).max(sentence_max))
+        let (record, sentences) = sensitive_inputs(s);
+        if record.is_empty() {
+            return 0.0;
+        }
+        crate::sensitive::head_probability(&record, &sentences)
     }
 
     /// The detection threshold, `None` when the detector is off.

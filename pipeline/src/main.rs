@@ -1372,6 +1372,23 @@ fn print_profile(total: f64) {
     eprintln!("  {:<36} {total:>8.3} s", "total");
 }
 
+/// The `.jsonl` files of the repository folder `sub`, sorted; none when an
+/// optional folder is absent.
+fn jsonl_files(sub: &str, required: bool) -> Result<Vec<PathBuf>, Failure> {
+    let dir = repo_path(sub);
+    if !required && !dir.is_dir() {
+        return Ok(Vec::new());
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .with_context(|| format!("cannot list {}", dir.display()))
+        .map_err(Failure::config)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    found.sort();
+    Ok(found)
+}
+
 fn cmd_train(args: TrainArgs) -> Result<(), Failure> {
     if args.frozen && args.resume {
         return Err(Failure::config(anyhow::anyhow!(
@@ -1379,39 +1396,14 @@ fn cmd_train(args: TrainArgs) -> Result<(), Failure> {
         )));
     }
     let data = if args.data.is_empty() {
-        let mut files: Vec<PathBuf> = Vec::new();
-        for (sub, required) in [
-            ("data/training/tom_lite", true),
-            ("data/training/styles", false),
-        ] {
-            let dir = repo_path(sub);
-            if !required && !dir.is_dir() {
-                continue;
-            }
-            let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
-                .with_context(|| format!("cannot list {}", dir.display()))
-                .map_err(Failure::config)?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-                .collect();
-            found.sort();
-            files.extend(found);
-        }
+        let mut files = jsonl_files("data/training/tom_lite", true)?;
+        files.extend(jsonl_files("data/training/styles", false)?);
         files
     } else {
         args.data.clone()
     };
     let sensitivity = if args.sensitivity.is_empty() {
-        let dir = repo_path("data/sensitivity");
-        let mut found: Vec<PathBuf> = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-                .collect(),
-            Err(_) => Vec::new(),
-        };
-        found.sort();
-        found
+        jsonl_files("data/sensitivity", false)?
     } else {
         args.sensitivity.clone()
     };

@@ -89,20 +89,12 @@ pub fn label_index(r: &SensitivityRecord) -> Option<usize> {
 
 /// The label index of a record: 0 for not sensitive, else 1 + its category.
 fn label_of(r: &SensitivityRecord, path: &str) -> Result<usize, LearnError> {
-    if !r.sensitivity.sensitive {
-        return Ok(0);
-    }
-    let c = r.sensitivity.category.clone().unwrap_or_default();
-    SENSITIVE_CATEGORIES
-        .iter()
-        .position(|k| *k == c)
-        .map(|i| i + 1)
-        .ok_or(LearnError::Label {
-            path: path.to_string(),
-            id: r.id.clone(),
-            field: "sensitivity.category",
-            label: c,
-        })
+    label_index(r).ok_or_else(|| LearnError::Label {
+        path: path.to_string(),
+        id: r.id.clone(),
+        field: "sensitivity.category",
+        label: r.sensitivity.category.clone().unwrap_or_default(),
+    })
 }
 
 /// What training the head gives back.
@@ -355,6 +347,14 @@ pub fn eval(clf: &mut Classifier, files: &[PathBuf], dev: bool) -> Result<Value,
     Ok(json!({"sensitivity": out}))
 }
 
+/// P(sensitive) as the head reads a record: its own (1 − P(none) of
+/// `record`) or its surest sentence's, whichever is higher; one line of a
+/// long journal can carry it while the whole text dilutes it.
+pub fn head_probability(record: &[f64], sentences: &[((usize, usize), f64)]) -> f64 {
+    let sentence_max = sentences.iter().map(|s| s.1).fold(0.0, f64::max);
+    (1.0 - record.first().copied().unwrap_or(1.0)).max(sentence_max)
+}
+
 /// The detector's verdict on one record, from the head's distribution over
 /// the record (`record`: `none` first), P(sensitive) of each sentence
 /// (`sentences`, with their spans), and the identifier rules.
@@ -376,10 +376,7 @@ pub fn detect(
     threshold: f64,
 ) -> Option<Sensitive> {
     let model = record.and_then(|p| {
-        // The record's P(sensitive), or its surest sentence's: one line
-        // of a long journal can carry it while the whole text dilutes it.
-        let sentence_max = sentences.iter().map(|s| s.1).fold(0.0, f64::max);
-        let sensitive = (1.0 - p.first().copied().unwrap_or(1.0)).max(sentence_max);
+        let sensitive = head_probability(p, sentences);
         if sensitive < threshold {
             return None;
         }
