@@ -7,11 +7,11 @@
 use std::path::Path;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use tomlite::annotation::{Annotated, annotation_from_value};
-use tomlite::decide::{Exists, Nodes, decide};
-use tomlite::nodes::Registry;
-use tomlite::policy::Policy;
-use tomlite::record::{IngestOptions, Item, Record, open};
+use tomlite::annotate::{Annotated, annotation_from_value};
+use tomlite::rules::decide::{Exists, Nodes, decide};
+use tomlite::graph::nodes::Registry;
+use tomlite::rules::policy::Policy;
+use tomlite::ingest::record::{IngestOptions, Item, Record, open};
 
 /// Registry nodes exist, and memories of the sample's own records.
 struct SampleNodes<'a> {
@@ -85,7 +85,7 @@ fn validate_and_decide(c: &mut Criterion) {
                 let decision = decide(record, &annotated, &policy, &nodes);
                 decided += matches!(
                     std::hint::black_box(&decision),
-                    tomlite::decide::Decision::Annotated { .. }
+                    tomlite::rules::decide::Decision::Annotated { .. }
                 ) as usize;
             }
             decided

@@ -320,7 +320,7 @@ pub fn lint_str(file: &str, text: &str) -> Vec<Finding> {
             Rule::YamlUnreadable,
             format!(
                 "a contract is a YAML mapping, found {}",
-                crate::record::json_type(&other)
+                crate::ingest::record::json_type(&other)
             ),
         ),
         Err(e) => l.add("$", Rule::YamlUnreadable, format!("not valid YAML: {e}")),

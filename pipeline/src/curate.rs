@@ -16,8 +16,8 @@ use foldhash::{HashMap, HashMapExt};
 use serde_json::{Map, Value, json};
 use tomlite_staging::{StagingDir, State};
 
-use crate::nodes::Registry;
-use crate::tables::{self, Table, Val};
+use crate::graph::nodes::Registry;
+use crate::stage::tables::{self, Table, Val};
 use crate::vocab::TOM_KINDS;
 
 /// The curated table, under the staging root.
@@ -48,7 +48,7 @@ pub enum CurateError {
     },
     /// The node registry cannot be used.
     #[error(transparent)]
-    Nodes(#[from] crate::nodes::NodesError),
+    Nodes(#[from] crate::graph::nodes::NodesError),
 }
 
 /// One applied decision.
@@ -160,7 +160,7 @@ fn u(m: &Map<String, Value>, k: &str) -> Option<u64> {
 
 fn read_table(path: &Path, cols: tables::Columns) -> Result<Vec<Map<String, Value>>, CurateError> {
     let names: Vec<&str> = cols.iter().map(|c| c.0).collect();
-    crate::parquet_in::rows(path, &names).map_err(|e| CurateError::Table {
+    crate::ingest::parquet::rows(path, &names).map_err(|e| CurateError::Table {
         path: path.to_path_buf(),
         message: e.to_string(),
     })
@@ -498,7 +498,7 @@ impl<R: std::io::Read> Iterator for DecisionLines<R> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            let read = match crate::record::read_line_capped(
+            let read = match crate::ingest::record::read_line_capped(
                 &mut self.reader,
                 &mut self.buf,
                 MAX_DECISION_LINE,
@@ -514,7 +514,7 @@ impl<R: std::io::Read> Iterator for DecisionLines<R> {
                 bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
             }
             if read.over {
-                let item = crate::record::sniff_record_id(bytes, "item_id");
+                let item = crate::ingest::record::sniff_record_id(bytes, "item_id");
                 return Some(Ok((
                     n,
                     Err((
@@ -534,7 +534,7 @@ impl<R: std::io::Read> Iterator for DecisionLines<R> {
                 match std::str::from_utf8(bytes) {
                     Ok(s) => Ok(s.to_string()),
                     Err(e) => Err((
-                        crate::record::sniff_record_id(bytes, "item_id"),
+                        crate::ingest::record::sniff_record_id(bytes, "item_id"),
                         format!(
                             "not UTF-8: invalid byte 0x{:02x} at byte {} of the line; the line is skipped",
                             bytes[e.valid_up_to()],

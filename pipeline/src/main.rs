@@ -64,11 +64,11 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use tomlite::annotation::{Annotator, FileAnnotator, annotation_to_json};
-use tomlite::classifier::Classifier;
-use tomlite::nodes::Registry;
-use tomlite::policy::Policy;
-use tomlite::record::IngestOptions;
+use tomlite::annotate::{Annotator, FileAnnotator, annotation_to_json};
+use tomlite::annotate::classifier::Classifier;
+use tomlite::graph::nodes::Registry;
+use tomlite::rules::policy::Policy;
+use tomlite::ingest::record::IngestOptions;
 use tomlite::run::{RunConfig, RunError, RunSummary};
 
 /// The process exit codes; documented in the README.
@@ -237,7 +237,7 @@ impl ModelArgs {
         (
             self.model_dir
                 .clone()
-                .unwrap_or_else(|| repo_path(tomlite::classifier::DEFAULT_MODEL_DIR)),
+                .unwrap_or_else(|| repo_path(tomlite::annotate::classifier::DEFAULT_MODEL_DIR)),
             self.heads_dir.clone().unwrap_or_else(default_heads_dir),
         )
     }
@@ -262,13 +262,13 @@ impl ModelArgs {
 /// has finished one there (adapters and heads), else the frozen-encoder
 /// heads (`models/artifacts/heads`).
 fn default_heads_dir() -> PathBuf {
-    let tuned = repo_path(tomlite::classifier::DEFAULT_ADAPTERS_DIR);
-    if tuned.join(tomlite::classifier::ADAPTERS_FILE).is_file()
+    let tuned = repo_path(tomlite::annotate::classifier::DEFAULT_ADAPTERS_DIR);
+    if tuned.join(tomlite::annotate::classifier::ADAPTERS_FILE).is_file()
         && tuned.join(tomlite_models::heads::CARD_FILE).is_file()
     {
         tuned
     } else {
-        repo_path(tomlite::classifier::DEFAULT_HEADS_DIR)
+        repo_path(tomlite::annotate::classifier::DEFAULT_HEADS_DIR)
     }
 }
 
@@ -339,7 +339,7 @@ struct TrainArgs {
     epochs: Option<usize>,
     /// GoEmotions train comments per fine-tuning epoch, drawn afresh each
     /// epoch (seeded) from the whole train split.
-    #[arg(long, default_value_t = tomlite::learn::FineTuneConfig::default().goemotions)]
+    #[arg(long, default_value_t = tomlite::train::FineTuneConfig::default().goemotions)]
     goemotions_per_epoch: usize,
     /// Continue an interrupted fine-tuning run from the checkpoint in
     /// <out>/checkpoint (same data and settings; --epochs may grow).
@@ -718,7 +718,7 @@ fn cmd_run(args: RunArgs) -> Result<(), Failure> {
         let command = std::env::args().collect::<Vec<_>>().join(" ");
         let run_id = tomlite::run::new_run_id(&staging.join("runs"), started);
         let error = format!("{:#}", f.error);
-        let ended = tomlite::failed::Ended {
+        let ended = tomlite::run::failed::Ended {
             run_id: &run_id,
             command: &command,
             status: "blocked",
@@ -727,15 +727,15 @@ fn cmd_run(args: RunArgs) -> Result<(), Failure> {
             error: &error,
             next_step: "fix the usage or configuration error that bug_or_blocker names, then run again",
             started_at: started,
-            heartbeat: tomlite::events::HEARTBEAT,
+            heartbeat: tomlite::run::events::HEARTBEAT,
             counts: serde_json::json!({}),
-            left_untouched: tomlite::failed::untouched(
+            left_untouched: tomlite::run::failed::untouched(
                 &staging,
                 "nothing ran: the staging directory was not opened",
             ),
             artifact: None,
         };
-        if let Err(w) = tomlite::failed::record(&staging, &ended, None, false) {
+        if let Err(w) = tomlite::run::failed::record(&staging, &ended, None, false) {
             eprintln!("tomlite: warning: cannot keep the record of the blocked run {run_id}: {w}");
         }
     }
@@ -775,7 +775,7 @@ fn run_command(args: RunArgs, staging_seen: &mut Option<PathBuf>) -> Result<(), 
             )));
         }
         // A device, or a Parquet input that is a pipe: refused before the run.
-        tomlite::record::check_input(input).map_err(Failure::config)?;
+        tomlite::ingest::record::check_input(input).map_err(Failure::config)?;
     }
     let staging = args
         .staging
@@ -853,7 +853,7 @@ fn run_command(args: RunArgs, staging_seen: &mut Option<PathBuf>) -> Result<(), 
     cfg.heartbeat = heartbeat;
     cfg.escalate_poison = args.escalate_poison;
     cfg.transient_retries = args.transient_retries;
-    cfg.progress = tomlite::progress::ProgressMode::detect(
+    cfg.progress = tomlite::run::progress::ProgressMode::detect(
         args.quiet,
         heartbeat.min(std::time::Duration::from_secs(10)),
     );
@@ -952,7 +952,7 @@ fn cmd_merge(args: MergeArgs) -> Result<(), Failure> {
         Some(p) => Some(Registry::load(p).map_err(Failure::config)?),
         None => None,
     };
-    match tomlite::merge::merge(&args.runs, &args.staging, &policy, registry.as_ref()) {
+    match tomlite::run::merge::merge(&args.runs, &args.staging, &policy, registry.as_ref()) {
         Ok(summary) => {
             if args.json {
                 println!(
@@ -964,14 +964,14 @@ fn cmd_merge(args: MergeArgs) -> Result<(), Failure> {
             }
             Ok(())
         }
-        Err(tomlite::merge::MergeError::Staging(e @ tomlite_staging::Error::Locked { .. })) => {
+        Err(tomlite::run::merge::MergeError::Staging(e @ tomlite_staging::Error::Locked { .. })) => {
             Err(Failure {
                 status: ExitStatus::Locked,
                 error: anyhow::Error::new(e)
                     .context("another run holds the target staging directory"),
             })
         }
-        Err(e @ tomlite::merge::MergeError::Refused { .. }) => Err(Failure::config(e)),
+        Err(e @ tomlite::run::merge::MergeError::Refused { .. }) => Err(Failure::config(e)),
         Err(e) => Err(Failure {
             status: ExitStatus::Failed,
             error: anyhow::Error::new(e).context("merge failed; nothing was committed"),
@@ -988,14 +988,14 @@ fn cmd_verify(args: VerifyArgs) -> Result<(), Failure> {
                     dir.display()
                 )));
             }
-            tomlite::verify::Verification {
+            tomlite::stage::verify::Verification {
                 staging: None,
-                runs: vec![tomlite::verify::verify_run(dir)],
+                runs: vec![tomlite::stage::verify::verify_run(dir)],
                 differences: Vec::new(),
                 not_checked: Vec::new(),
             }
         }
-        (None, Some(root)) => tomlite::verify::verify_staging(root).map_err(Failure::config)?,
+        (None, Some(root)) => tomlite::stage::verify::verify_staging(root).map_err(Failure::config)?,
         (None, None) => unreachable!("clap requires RUN_DIR or --staging"),
     };
     if args.json {
@@ -1204,7 +1204,7 @@ fn cmd_parse_annotation(args: ParseAnnotationArgs) -> Result<(), Failure> {
         .context("cannot read stdin")
         .map_err(Failure::config)?;
     let raw = String::from_utf8_lossy(&bytes);
-    let mut v = tomlite::verdict::parse(&raw);
+    let mut v = tomlite::annotate::verdict::parse(&raw);
     if let std::borrow::Cow::Owned(_) = raw {
         v.notes
             .push("stdin is not valid UTF-8: invalid bytes read as U+FFFD".into());
@@ -1222,13 +1222,13 @@ fn cmd_parse_annotation(args: ParseAnnotationArgs) -> Result<(), Failure> {
             a.annotator = args.annotator.clone();
         }
         if let Some(t) = &text {
-            let n = tomlite::verdict::anchor_quotes(a, t);
+            let n = tomlite::annotate::verdict::anchor_quotes(a, t);
             if n > 0 {
                 v.notes
                     .push(format!("{n} quote(s) anchored in the record text"));
             }
         }
-        problems = tomlite::verdict::problems(a, text.as_deref());
+        problems = tomlite::annotate::verdict::problems(a, text.as_deref());
         let mut j = annotation_to_json(record_id.as_deref().unwrap_or_default(), a);
         if record_id.is_none() {
             j["record_id"] = serde_json::Value::Null;
@@ -1284,12 +1284,12 @@ fn cmd_annotate(args: AnnotateArgs) -> Result<(), Failure> {
     let (mut n, mut rejected) = (0u64, 0u64);
     let started = std::time::Instant::now();
     for input in &args.input {
-        let items = tomlite::record::open(input, &opts).map_err(|e| failed(e.into()))?;
-        let mut batch: Vec<tomlite::record::Record> = Vec::new();
-        let mut flush = |batch: &mut Vec<tomlite::record::Record>,
+        let items = tomlite::ingest::record::open(input, &opts).map_err(|e| failed(e.into()))?;
+        let mut batch: Vec<tomlite::ingest::record::Record> = Vec::new();
+        let mut flush = |batch: &mut Vec<tomlite::ingest::record::Record>,
                          out: &mut std::io::BufWriter<std::fs::File>|
          -> anyhow::Result<()> {
-            let refs: Vec<&tomlite::record::Record> = batch.iter().collect();
+            let refs: Vec<&tomlite::ingest::record::Record> = batch.iter().collect();
             let texts: Vec<&str> = refs.iter().map(|r| r.text.as_str()).collect();
             let scores = clf.score(&texts)?;
             for (r, s) in refs.iter().zip(&scores) {
@@ -1302,14 +1302,14 @@ fn cmd_annotate(args: AnnotateArgs) -> Result<(), Failure> {
         };
         for item in items {
             match item.map_err(|e| failed(e.into()))? {
-                tomlite::record::Item::Record(r) => {
+                tomlite::ingest::record::Item::Record(r) => {
                     n += 1;
                     batch.push(*r);
-                    if batch.len() == tomlite::classifier::RECORDS_PER_PASS {
+                    if batch.len() == tomlite::annotate::classifier::RECORDS_PER_PASS {
                         flush(&mut batch, &mut out).map_err(failed)?;
                     }
                 }
-                tomlite::record::Item::Reject(r) => {
+                tomlite::ingest::record::Item::Reject(r) => {
                     rejected += 1;
                     eprintln!(
                         "tomlite: skipped {}:{} ({}): {}: {}",
@@ -1407,25 +1407,25 @@ fn cmd_train(args: TrainArgs) -> Result<(), Failure> {
     } else {
         args.sensitivity.clone()
     };
-    let finetune = (!args.frozen).then(|| tomlite::learn::FineTuneConfig {
+    let finetune = (!args.frozen).then(|| tomlite::train::FineTuneConfig {
         epochs: args
             .epochs
-            .unwrap_or(tomlite::learn::FineTuneConfig::default().epochs),
+            .unwrap_or(tomlite::train::FineTuneConfig::default().epochs),
         seed: args.seed,
         goemotions: args.goemotions_per_epoch,
         resume: args.resume,
         ..Default::default()
     });
     let default_out = if args.frozen {
-        tomlite::classifier::DEFAULT_HEADS_DIR
+        tomlite::annotate::classifier::DEFAULT_HEADS_DIR
     } else {
-        tomlite::classifier::DEFAULT_ADAPTERS_DIR
+        tomlite::annotate::classifier::DEFAULT_ADAPTERS_DIR
     };
-    let cfg = tomlite::learn::TrainConfig {
+    let cfg = tomlite::train::TrainConfig {
         model_dir: args
             .model_dir
             .clone()
-            .unwrap_or_else(|| repo_path(tomlite::classifier::DEFAULT_MODEL_DIR)),
+            .unwrap_or_else(|| repo_path(tomlite::annotate::classifier::DEFAULT_MODEL_DIR)),
         heads_dir: args.out.clone().unwrap_or_else(|| repo_path(default_out)),
         tom_files: data,
         sensitivity_files: sensitivity,
@@ -1484,7 +1484,7 @@ fn cmd_train(args: TrainArgs) -> Result<(), Failure> {
         }
     };
     let card =
-        tomlite::learn::train_with_steps(&cfg, &mut progress, &mut steps).map_err(|e| Failure {
+        tomlite::train::train_with_steps(&cfg, &mut progress, &mut steps).map_err(|e| Failure {
             status: ExitStatus::Failed,
             error: e.into(),
         })?;
@@ -1566,14 +1566,14 @@ fn cmd_eval(args: EvalArgs) -> Result<(), Failure> {
         None => None,
     };
     let mut clf = args.model.load(&policy)?;
-    let failed = |e: tomlite::learn::LearnError| Failure {
+    let failed = |e: tomlite::train::LearnError| Failure {
         status: ExitStatus::Failed,
         error: e.into(),
     };
     let mut sets = Vec::new();
     if !args.data.is_empty() {
         sets.push(
-            tomlite::learn::eval_records(
+            tomlite::train::eval_records(
                 &mut clf,
                 &args.data,
                 &policy,
@@ -1584,10 +1584,10 @@ fn cmd_eval(args: EvalArgs) -> Result<(), Failure> {
         );
     }
     if let Some(g) = &args.goemotions {
-        sets.push(tomlite::learn::eval_goemotions(&mut clf, g).map_err(failed)?);
+        sets.push(tomlite::train::eval_goemotions(&mut clf, g).map_err(failed)?);
     }
     if !args.sensitivity.is_empty() {
-        sets.push(tomlite::sensitive::eval(&mut clf, &args.sensitivity, args.dev).map_err(failed)?);
+        sets.push(tomlite::annotate::sensitive::eval(&mut clf, &args.sensitivity, args.dev).map_err(failed)?);
     }
     if args.json {
         println!(

@@ -9,9 +9,9 @@ use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
-use crate::nodes::Registry;
-use crate::policy::Policy;
-use crate::tables;
+use crate::graph::nodes::Registry;
+use crate::rules::policy::Policy;
+use crate::stage::tables;
 use crate::vocab::{AFFECTS, INTENSITIES, TOM_KINDS};
 
 /// The page template; `__TOMLITE_DATA__` is replaced by the data.
@@ -94,7 +94,7 @@ fn each(
     fields: &[&str],
     f: impl FnMut(Map<String, Value>),
 ) -> Result<(), ReportError> {
-    crate::parquet_in::rows_each(&dir.join(format!("{name}.parquet")), fields, f).map_err(|e| {
+    crate::ingest::parquet::rows_each(&dir.join(format!("{name}.parquet")), fields, f).map_err(|e| {
         ReportError {
             table: name.to_string(),
             message: e.to_string(),
@@ -117,7 +117,7 @@ impl Recovered {
             return;
         };
         let shape = st(row, "escape_shape");
-        if class == crate::verdict::ParseClass::Strict.as_str() {
+        if class == crate::annotate::verdict::ParseClass::Strict.as_str() {
             return;
         }
         let id = st(row, "record_id").unwrap_or("");

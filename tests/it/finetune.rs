@@ -300,7 +300,7 @@ fn train_fine_tunes_a_tiny_bert_writes_adapters_card_checkpoint_and_resumes() {
     // Records of a held-out style and the calibration slice never train
     // the encoder; every other record does, with its quotes.
     let held_out =
-        |style: Option<&str>| style.is_some_and(|s| tomlite::learn::HELD_OUT_STYLES.contains(&s));
+        |style: Option<&str>| style.is_some_and(|s| tomlite::train::HELD_OUT_STYLES.contains(&s));
     let trained = (0..6)
         .flat_map(|n| {
             RECORDS
@@ -311,14 +311,14 @@ fn train_fine_tunes_a_tiny_bert_writes_adapters_card_checkpoint_and_resumes() {
         .filter(|(id, r)| {
             !held_out(r.4)
                 && (r.4.is_some() || !tomlite_models::data::is_dev(id))
-                && !tomlite::learn::is_calibration(id)
+                && !tomlite::train::is_calibration(id)
         })
         .count();
     assert_eq!(card["figures"]["record_examples"], trained);
     // Each gold quote of the two-sentence record is a tom_kind example too.
     let two = (0..6)
         .map(|n| format!("r{n}-1"))
-        .filter(|id| !tomlite_models::data::is_dev(id) && !tomlite::learn::is_calibration(id))
+        .filter(|id| !tomlite_models::data::is_dev(id) && !tomlite::train::is_calibration(id))
         .count();
     assert_eq!(card["figures"]["sentence_examples"], 2 * two);
     // The heads fitted after fine-tuning name the adapters they belong to.
@@ -433,7 +433,7 @@ fn zero_adapters_annotate_as_without_and_change_the_annotator_id() {
                 .map(move |(i, r)| (format!("r{n}-{i}"), r))
         })
         .filter(|(id, r)| match r.4 {
-            Some(s) => tomlite::learn::HELD_OUT_STYLES.contains(&s),
+            Some(s) => tomlite::train::HELD_OUT_STYLES.contains(&s),
             None => tomlite_models::data::is_dev(id),
         })
         .count();

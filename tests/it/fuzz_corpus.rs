@@ -9,7 +9,7 @@ mod invariants;
 
 use std::path::Path;
 
-use tomlite::record::Item;
+use tomlite::ingest::record::Item;
 
 /// The files of a corpus folder, sorted.
 fn files(dir: &str) -> Vec<std::path::PathBuf> {
@@ -45,8 +45,8 @@ fn the_invariant_checks_fail_on_a_parse_that_loses_or_moves_or_alters_a_line() {
         "{\"id\": \"cut"
     );
     let data = data.as_bytes();
-    let opts = tomlite::record::IngestOptions::default();
-    let cap = tomlite::record::line_cap(&opts);
+    let opts = tomlite::ingest::record::IngestOptions::default();
+    let cap = tomlite::ingest::record::line_cap(&opts);
     let fresh = || invariants::parse(data, &opts, cap);
     assert_eq!(fresh().len(), 3);
     invariants::check_items(data, &opts, cap, &fresh());

@@ -163,10 +163,10 @@ fn journal_folder_fifos_devices_and_links_are_rejects_naming_them_not_hangs() {
     assert_eq!(receipt["inputs"][0]["records"], 7, "{receipt:#}");
     assert_eq!(receipt["counts"]["rejected"], 6);
     // The folder's hash is of the one file read, by the same walker.
-    let ok = tomlite::sha256_bytes(&std::fs::read(ada.join("ok.md")).unwrap());
+    let ok = tomlite::hash::sha256_bytes(&std::fs::read(ada.join("ok.md")).unwrap());
     assert_eq!(
         receipt["inputs"][0]["sha256"],
-        tomlite::sha256_bytes(format!("ada/ok.md\0{ok}\n").as_bytes())
+        tomlite::hash::sha256_bytes(format!("ada/ok.md\0{ok}\n").as_bytes())
     );
 }
 
@@ -209,7 +209,7 @@ fn piped_input_is_read_once_and_hashed_as_read() {
     assert_eq!(receipt["inputs"][0]["records"], 2);
     assert_eq!(
         receipt["inputs"][0]["sha256"],
-        tomlite::sha256_bytes(body.as_bytes())
+        tomlite::hash::sha256_bytes(body.as_bytes())
     );
 
     // A FIFO given by path, written by another process.
@@ -228,7 +228,7 @@ fn piped_input_is_read_once_and_hashed_as_read() {
     assert_eq!(receipt["counts"]["processed"], 2);
     assert_eq!(
         receipt["inputs"][0]["sha256"],
-        tomlite::sha256_bytes(body.as_bytes())
+        tomlite::hash::sha256_bytes(body.as_bytes())
     );
 
     // A Parquet input must be seekable, and a device is no input: refused
@@ -636,7 +636,7 @@ fn annotations_rewritten_or_appended_mid_run_fail_the_run() {
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     assert_eq!(
         env.receipt()["annotator"]["sha256"],
-        tomlite::sha256_bytes(&std::fs::read(env.path("annotations.jsonl")).unwrap())
+        tomlite::hash::sha256_bytes(&std::fs::read(env.path("annotations.jsonl")).unwrap())
     );
     let confs: Vec<_> = env
         .table("promoted_tags")
@@ -686,5 +686,5 @@ fn a_piped_node_registry_is_hashed_as_read() {
         .filter(|l| !l.is_empty())
         .count();
     assert_eq!(receipt["nodes"]["nodes"], lines, "{}", ran.stdout);
-    assert_eq!(receipt["nodes"]["sha256"], tomlite::sha256_bytes(&registry));
+    assert_eq!(receipt["nodes"]["sha256"], tomlite::hash::sha256_bytes(&registry));
 }

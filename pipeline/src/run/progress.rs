@@ -147,7 +147,7 @@ fn format_secs(s: f64) -> String {
 pub fn estimate_records(path: &Path) -> Option<u64> {
     let meta = std::fs::metadata(path).ok()?;
     if meta.is_dir() {
-        return crate::journals::count(path);
+        return crate::ingest::journals::count(path);
     }
     if !meta.is_file() {
         // A pipe is read once, by the run: never here.

@@ -23,16 +23,16 @@ use tomlite_models::heads::Heads;
 use tomlite_models::metrics::{argmax, sigmoid_t, softmax_t};
 use tomlite_models::{EncodeStats, Encoder, Precision};
 
-use crate::annotation::{
+use crate::annotate::{
     AnnotateError, Annotated, Annotation, Annotator, AnnotatorInfo, EdgeCandidate, Quote, Scored,
     Sensitive, TagCandidate,
 };
-use crate::memory::{MemoryIndex, quantize};
-use crate::mentions::{CANDIDATE_FEATURES, Candidate, Linked, Linker, candidates, fold};
-use crate::nodes::Registry;
-use crate::record::{Record, truncate};
+use crate::graph::memory::{MemoryIndex, quantize};
+use crate::graph::mentions::{CANDIDATE_FEATURES, Candidate, Linked, Linker, candidates, fold};
+use crate::graph::nodes::Registry;
+use crate::ingest::record::{Record, truncate};
 use crate::segment::sentences;
-use crate::sensitive_rules::Rules;
+use crate::annotate::sensitive_rules::Rules;
 
 /// Records the classifier scores per pass: enough that sorting texts by
 /// length leaves almost no padding in the encoder's batches.
@@ -345,7 +345,7 @@ impl Classifier {
                 found: describe(encoder.adapters_sha256()),
             });
         }
-        let heads_sha = crate::sha256_file(&heads_dir.join(tomlite_models::heads::HEADS_FILE))
+        let heads_sha = crate::hash::sha256_file(&heads_dir.join(tomlite_models::heads::HEADS_FILE))
             .unwrap_or_default();
         let mut h = Sha256::new();
         h.update(encoder.sha256().as_bytes());
@@ -391,7 +391,7 @@ impl Classifier {
             sentence_cache: Generations::default(),
             stats: ClassifierStats::default(),
         };
-        classifier.set_sensitive_threshold(Some(crate::sensitive::DEFAULT_THRESHOLD));
+        classifier.set_sensitive_threshold(Some(crate::annotate::sensitive::DEFAULT_THRESHOLD));
         Ok(classifier)
     }
 
@@ -407,7 +407,7 @@ impl Classifier {
             Some(t) => {
                 h.update(b"sensitive");
                 h.update(t.to_le_bytes());
-                h.update(crate::sensitive::RULES_VERSION.as_bytes());
+                h.update(crate::annotate::sensitive::RULES_VERSION.as_bytes());
             }
             None => h.update(b"sensitive: off"),
         }
@@ -417,11 +417,11 @@ impl Classifier {
     }
 
     /// The sensitive content detected in `text` (scored as `s`), when the
-    /// detector is on ([`crate::sensitive::detect`]).
+    /// detector is on ([`crate::annotate::sensitive::detect`]).
     pub fn detect_sensitive(&self, text: &str, s: &Scores) -> Option<Sensitive> {
         let threshold = self.sensitive_threshold?;
         let (record, sentences) = sensitive_inputs(s);
-        crate::sensitive::detect(
+        crate::annotate::sensitive::detect(
             text,
             (!record.is_empty()).then_some(record.as_slice()),
             &sentences,
@@ -432,7 +432,7 @@ impl Classifier {
 
     /// P(sensitive) of `text` as the detector sees it: 1 when the rules
     /// find an identifier, else the head's
-    /// ([`crate::sensitive::head_probability`]; 0 without a head).
+    /// ([`crate::annotate::sensitive::head_probability`]; 0 without a head).
     pub fn sensitive_probability(&self, text: &str, s: &Scores) -> f64 {
         if !self.rules.find(text).is_empty() {
             return 1.0;
@@ -441,7 +441,7 @@ impl Classifier {
         if record.is_empty() {
             return 0.0;
         }
-        crate::sensitive::head_probability(&record, &sentences)
+        crate::annotate::sensitive::head_probability(&record, &sentences)
     }
 
     /// The detection threshold, `None` when the detector is off.

@@ -1,6 +1,6 @@
 //! Sensitive content without a flag: the detector's head (trained on
 //! `data/sensitivity`), and how its probabilities and the identifier rules
-//! ([`crate::sensitive_rules`]) become one record's [`Sensitive`].
+//! ([`crate::annotate::sensitive_rules`]) become one record's [`Sensitive`].
 //!
 //! The head reads the same sentence vector as the other heads (no second
 //! encoder pass): a softmax over `none` and the nine categories, so
@@ -16,10 +16,10 @@ use tomlite_models::data::{SensitivityRecord, read_sensitivity};
 use tomlite_models::heads::{Head, HeadSpec, Targets, TrainOptions};
 use tomlite_models::metrics::{ece, fit_temperature_softmax, softmax_t};
 
-use crate::annotation::{Quote, Sensitive};
-use crate::classifier::Classifier;
-use crate::learn::LearnError;
-use crate::sensitive_rules::Rules;
+use crate::annotate::{Quote, Sensitive};
+use crate::annotate::classifier::Classifier;
+use crate::train::LearnError;
+use crate::annotate::sensitive_rules::Rules;
 use crate::vocab::{SAFETY_CATEGORY, SENSITIVE_CATEGORIES};
 
 /// The head's labels: `none`, then [`SENSITIVE_CATEGORIES`].
@@ -170,12 +170,12 @@ pub fn train_head(
         multi_label: false,
         hidden: 0,
     };
-    let weights = crate::learn::class_weights(&labels, spec.labels.len());
+    let weights = crate::train::class_weights(&labels, spec.labels.len());
     let targets = Targets::Single {
         labels: labels.iter().map(|&l| l as u32).collect(),
         weights,
     };
-    let bag = crate::learn::train_bagged(&spec, &x, &targets, &group, opts, |_, _, _| {})?;
+    let bag = crate::train::train_bagged(&spec, &x, &targets, &group, opts, |_, _, _| {})?;
     let mut head = bag.head;
     let oob_rows: Vec<usize> = (0..labels.len())
         .filter(|&i| is_record[i] && unseen(train[group[i]]) && bag.oob[i].is_some())

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 
-use crate::record::{
+use crate::ingest::record::{
     IngestError, IngestOptions, InputSha, Item, Items, Origin, Reject, Stamp, Tally, file_kind,
     journal_created_at, open_regular, record_from_map, utf16,
 };
@@ -110,7 +110,7 @@ fn walk(dir: &Path, out: &mut Vec<Entry>) -> Result<(), IngestError> {
 }
 
 /// The journal files not yet read and the sha256 of each one read, shared
-/// by the items and the folder's [`InputDigest`](crate::record::InputDigest).
+/// by the items and the folder's [`InputDigest`](crate::ingest::record::InputDigest).
 pub(crate) struct DirTally {
     root: PathBuf,
     /// Entries left, in reverse order (the next one last).
@@ -292,7 +292,7 @@ fn journal(t: &mut DirTally, entry: &Entry, opts: &IngestOptions) -> Result<Item
         return reject(Some("text"), what.to_string());
     }
     let mut bytes = read.kept;
-    crate::record::strip_utf8_bom(&mut bytes);
+    crate::ingest::record::strip_utf8_bom(&mut bytes);
     let text = match String::from_utf8(bytes) {
         Ok(t) => t,
         Err(e) => {
@@ -383,10 +383,10 @@ mod tests {
         );
         // The folder's hash is of the one file read.
         let sha = finish(&tally).unwrap();
-        let a = crate::sha256_bytes(b"2026-11-28 fine.");
+        let a = crate::hash::sha256_bytes(b"2026-11-28 fine.");
         assert_eq!(
             sha.sha256,
-            crate::sha256_bytes(format!("ada/a.md\0{a}\n").as_bytes())
+            crate::hash::sha256_bytes(format!("ada/a.md\0{a}\n").as_bytes())
         );
         assert_eq!(sha.bytes, 16);
     }

@@ -15,9 +15,9 @@ use tomlite_models::metrics::{
     EdgeCalibration, TagCalibration, fit_logistic_ridge, fit_temperature_sigmoid, logit, sigmoid_t,
 };
 
-use crate::learn::{LearnError, train_bagged};
-use crate::mentions::{CANDIDATE_FEATURES, Candidate, Linker, candidates, fold};
-use crate::nodes::Registry;
+use crate::train::{LearnError, train_bagged};
+use crate::graph::mentions::{CANDIDATE_FEATURES, Candidate, Linker, candidates, fold};
+use crate::graph::nodes::Registry;
 use crate::segment::sentences;
 use crate::vocab::TOM_KINDS;
 
@@ -550,7 +550,7 @@ pub fn train_edges(
 
 /// The tags the classifier would emit from a record's tom_kind logits:
 /// primary when its P(tag right) reaches the seed's abstain floor (0.5), a
-/// second one when its own reaches [`crate::classifier::SECOND_KIND_MIN`].
+/// second one when its own reaches [`crate::annotate::classifier::SECOND_KIND_MIN`].
 fn oob_tags(z: &[f32], temperature: f64, cal: &TagCalibration) -> Vec<(usize, f64)> {
     let p: Vec<f64> = z.iter().map(|&v| sigmoid_t(v, temperature)).collect();
     let mut order: Vec<usize> = (0..p.len()).collect();
@@ -561,7 +561,7 @@ fn oob_tags(z: &[f32], temperature: f64, cal: &TagCalibration) -> Vec<(usize, f6
         if c0 >= 0.5 {
             out.push((k0, c0));
             let c1 = cal.secondary(p[k1], p[k0]);
-            if c1 >= f64::from(crate::classifier::SECOND_KIND_MIN) {
+            if c1 >= f64::from(crate::annotate::classifier::SECOND_KIND_MIN) {
                 out.push((k1, c1));
             }
         }

@@ -32,7 +32,7 @@
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use foldhash::{HashSet, HashSetExt};
 
-use crate::nodes::{Node, Registry};
+use crate::graph::nodes::{Node, Registry};
 
 /// A registry name or alias found in a text.
 #[derive(Debug, Clone, PartialEq, Eq)]

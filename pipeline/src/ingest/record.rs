@@ -306,7 +306,7 @@ pub fn open_input(path: &Path, opts: &IngestOptions) -> Result<(Items, InputDige
     };
     check_input(path)?;
     if std::fs::metadata(path).map_err(io)?.is_dir() {
-        let (items, tally) = crate::journals::open(path, opts)?;
+        let (items, tally) = crate::ingest::journals::open(path, opts)?;
         return Ok((
             items,
             InputDigest {
@@ -321,7 +321,7 @@ pub fn open_input(path: &Path, opts: &IngestOptions) -> Result<(Items, InputDige
     let regular = meta.is_file();
     if is_parquet(path) {
         let (sha256, bytes) = sha256_of_file(&file).map_err(io)?;
-        let items = crate::parquet_in::open_file(file.try_clone().map_err(io)?, path, opts)?;
+        let items = crate::ingest::parquet::open_file(file.try_clone().map_err(io)?, path, opts)?;
         return Ok((
             items,
             InputDigest {
@@ -528,7 +528,7 @@ enum DigestKind {
         before: Stamp,
     },
     /// A journal folder.
-    Dir(Arc<Mutex<crate::journals::DirTally>>),
+    Dir(Arc<Mutex<crate::ingest::journals::DirTally>>),
 }
 
 impl InputDigest {
@@ -588,7 +588,7 @@ impl InputDigest {
                 changed(&before, &file)?;
                 Ok(InputSha { sha256, bytes })
             }
-            DigestKind::Dir(tally) => crate::journals::finish(&tally),
+            DigestKind::Dir(tally) => crate::ingest::journals::finish(&tally),
         }
     }
 }
@@ -612,7 +612,7 @@ pub fn line_cap(opts: &IngestOptions) -> usize {
 /// single reject at line 0 instead, naming the format.
 ///
 /// ```
-/// use tomlite::record::{IngestOptions, Item, jsonl_items, line_cap};
+/// use tomlite::ingest::record::{IngestOptions, Item, jsonl_items, line_cap};
 /// let opts = IngestOptions::default();
 /// let input = &b"{\"id\": 1}\n\nnot json\n"[..];
 /// let items: Vec<Item> = jsonl_items(input, "in.jsonl".as_ref(), &opts, line_cap(&opts))
@@ -1323,7 +1323,7 @@ mod tests {
             panic!("{items:?}")
         };
         assert_eq!((r.id.as_str(), r.origin.line), ("b-1", 1));
-        assert_eq!(sha, crate::sha256_bytes(&data), "every byte read is hashed");
+        assert_eq!(sha, crate::hash::sha256_bytes(&data), "every byte read is hashed");
         for (bom, what) in [(&b"\xff\xfe"[..], UTF16_LE), (b"\xfe\xff", UTF16_BE)] {
             let (items, _) = parse([bom, b"{\0\"\0i\0d\0\n\0{\0\n\0"].concat());
             let [Item::Reject(r)] = &items[..] else {

@@ -5,6 +5,11 @@
 //! grows with the input is one entry per record id (the state and the ids
 //! seen in this run), a few dozen bytes each.
 
+pub mod events;
+pub mod failed;
+pub mod merge;
+pub mod progress;
+
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,17 +23,17 @@ use serde::Serialize;
 use serde_json::json;
 use tomlite_staging::{StagingDir, State, StateRow, fault};
 
-use crate::annotation::{AnnotateError, Annotator, AnnotatorInfo};
-use crate::decide::{
+use crate::annotate::{AnnotateError, Annotator, AnnotatorInfo};
+use crate::rules::decide::{
     Decision, EdgeItem, Exists, Nodes, Reason, SensitiveRecord, TagItem, decide, sensitivity,
 };
-use crate::events::{Event, EventLog};
-use crate::nodes::Registry;
-use crate::policy::Policy;
-use crate::progress::{Progress, ProgressMode};
-use crate::record::{self, IngestError, IngestOptions, Item, Record, Reject};
-use crate::tables::{self, Table, Val};
-use crate::verdict::ReadAs;
+use crate::run::events::{Event, EventLog};
+use crate::graph::nodes::Registry;
+use crate::rules::policy::Policy;
+use crate::run::progress::{Progress, ProgressMode};
+use crate::ingest::record::{self, IngestError, IngestOptions, Item, Record, Reject};
+use crate::stage::tables::{self, Table, Val};
+use crate::annotate::verdict::ReadAs;
 
 /// Everything a run needs, resolved from the command line and the policy.
 #[derive(Debug, Clone)]
@@ -95,7 +100,7 @@ impl RunConfig {
             batch_size: None,
             max_failed_share: DEFAULT_MAX_FAILED_SHARE,
             record_timeout: None,
-            heartbeat: crate::events::HEARTBEAT,
+            heartbeat: crate::run::events::HEARTBEAT,
             progress: ProgressMode::Quiet,
             escalate_poison: false,
             transient_retries: tomlite_staging::retry::DEFAULT_RETRIES,
@@ -518,7 +523,7 @@ impl Budget {
 ///
 /// On an error nothing is committed and the run's temporary directory is
 /// removed; its `events.jsonl` is kept, with a failure receipt, in
-/// `<staging>/failed/<run_id>/` (see [`crate::failed`]). A killed run's
+/// `<staging>/failed/<run_id>/` (see [`crate::run::failed`]). A killed run's
 /// leftovers are removed (or, past the commit point, completed) by the next
 /// run.
 pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary, RunError> {
@@ -540,7 +545,7 @@ pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary,
         .load_state()
         .map_err(|e| early("load state", e.into()))?;
     // Memory links point only at what earlier runs committed.
-    annotator.use_memories(crate::memory::MemoryIndex::from_state(&state));
+    annotator.use_memories(crate::graph::memory::MemoryIndex::from_state(&state));
     let run_id = new_run_id(&staging.runs_dir(), started_at);
     let run = staging
         .begin_run(&run_id)
@@ -663,7 +668,7 @@ fn keep_failed(
             "nothing was committed: the state, LATEST and the committed runs are as the last committed run left them",
         ),
     };
-    let error = crate::failed::chain(e);
+    let error = crate::run::failed::chain(e);
     let (log, run_id) = match log {
         Some((log, id)) => {
             if unfinished {
@@ -679,7 +684,7 @@ fn keep_failed(
         ),
     };
     let in_place = unfinished;
-    let ended = crate::failed::Ended {
+    let ended = crate::run::failed::Ended {
         run_id: &run_id,
         command: &cfg.command,
         status,
@@ -690,10 +695,10 @@ fn keep_failed(
         started_at,
         heartbeat: cfg.heartbeat,
         counts,
-        left_untouched: crate::failed::untouched(&cfg.staging, note),
+        left_untouched: crate::run::failed::untouched(&cfg.staging, note),
         artifact,
     };
-    if let Err(w) = crate::failed::record(&cfg.staging, &ended, log, in_place) {
+    if let Err(w) = crate::run::failed::record(&cfg.staging, &ended, log, in_place) {
         eprintln!("tomlite: warning: cannot keep the record of failed run {run_id}: {w}");
     }
 }
@@ -798,7 +803,7 @@ fn run_body(
         _ => cfg
             .inputs
             .iter()
-            .map(|p| crate::progress::estimate_records(p))
+            .map(|p| crate::run::progress::estimate_records(p))
             .sum(),
     };
     let mut progress = Progress::new(cfg.progress, total);
@@ -1093,7 +1098,7 @@ fn run_body(
     run.write_file("report.md", crate::report::markdown(&data).as_bytes())?;
     fault::point("staged.report_md");
     // The receipt, written last: it seals every file written before it.
-    let receipt = crate::verify::sealed(receipt, run.path())?;
+    let receipt = crate::stage::verify::sealed(receipt, run.path())?;
     run.write_json("receipt.json", &receipt)?;
     fault::point("staged.receipt");
     status.completed("write report");
@@ -1148,7 +1153,7 @@ fn run_body(
         })?;
         // The seed's last cadence point: every run's stream ends with it.
         status.emit(Event {
-            phase: crate::events::FINAL_PHASE,
+            phase: crate::run::events::FINAL_PHASE,
             current_artifact: Some(&run_dir),
             counts: serde_json::to_value(&counts).unwrap_or_default(),
             paths: vec![
@@ -1192,7 +1197,7 @@ pub fn new_run_id(runs: &Path, now: chrono::DateTime<chrono::Utc>) -> String {
             && !taken(runs.join(format!("{}{id}", tomlite_staging::TMP_PREFIX)))
             && !runs
                 .parent()
-                .is_some_and(|root| taken(root.join(crate::failed::FAILED_DIR).join(&id)))
+                .is_some_and(|root| taken(root.join(crate::run::failed::FAILED_DIR).join(&id)))
         {
             return id;
         }
@@ -1347,7 +1352,7 @@ impl Ctx<'_> {
             let decision = decide(&rec, &a, &self.cfg.policy, &nodes);
             let read_as = a.read_as();
             let embedding = match a {
-                crate::annotation::Annotated::Parsed(a) => a.embedding,
+                crate::annotate::Annotated::Parsed(a) => a.embedding,
                 _ => None,
             };
             let outcome = match decision {
@@ -1752,7 +1757,7 @@ fn annotate_isolated(
     annotator: &mut dyn Annotator,
     records: &[&Record],
     timeout: Option<Duration>,
-) -> Vec<Result<crate::annotation::Annotated, String>> {
+) -> Vec<Result<crate::annotate::Annotated, String>> {
     fault::point("annotate.batch");
     let clock = Instant::now();
     let whole = guarded(annotator, records);
@@ -1786,7 +1791,7 @@ fn annotate_isolated(
 fn guarded(
     annotator: &mut dyn Annotator,
     records: &[&Record],
-) -> Result<Vec<crate::annotation::Annotated>, String> {
+) -> Result<Vec<crate::annotate::Annotated>, String> {
     let call = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // Fault point: `annotate.record=return(ID[,ID...])` makes the
         // annotation of those records (`*`: of every record) panic.

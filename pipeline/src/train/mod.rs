@@ -17,6 +17,8 @@
 //! embeddings exactly as on the frozen ones. With `--frozen` the encoder
 //! stays as downloaded (the committed heads come from that path).
 
+pub mod edges;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -32,11 +34,11 @@ use tomlite_models::metrics::{
     multilabel_report,
 };
 
-use crate::classifier::Classifier;
-use crate::decide::{Decision, Nodes, decide};
-use crate::nodes::Registry;
-use crate::policy::Policy;
-use crate::record::{Origin, Record, RecordKind};
+use crate::annotate::classifier::Classifier;
+use crate::rules::decide::{Decision, Nodes, decide};
+use crate::graph::nodes::Registry;
+use crate::rules::policy::Policy;
+use crate::ingest::record::{Origin, Record, RecordKind};
 use crate::vocab::{AFFECTS, INTENSITIES, TOM_KINDS};
 
 /// Errors of training and evaluation.
@@ -50,7 +52,7 @@ pub enum LearnError {
     Candle(#[from] candle_core::Error),
     /// The classifier could not be loaded.
     #[error(transparent)]
-    Classifier(Box<crate::classifier::ClassifierError>),
+    Classifier(Box<crate::annotate::classifier::ClassifierError>),
     /// A label in the data is outside the vocabulary.
     #[error("{path}: record {id}: {field} `{label}` is not in the vocabulary")]
     Label {
@@ -68,7 +70,7 @@ pub enum LearnError {
     Curated(Box<crate::curate::CurateError>),
     /// The training registry cannot be used.
     #[error(transparent)]
-    Nodes(Box<crate::nodes::NodesError>),
+    Nodes(Box<crate::graph::nodes::NodesError>),
     /// The adapters' card cannot be updated.
     #[error("cannot update {}", path.display())]
     Card {
@@ -104,8 +106,8 @@ impl From<tomlite_models::Error> for LearnError {
     }
 }
 
-impl From<crate::classifier::ClassifierError> for LearnError {
-    fn from(e: crate::classifier::ClassifierError) -> Self {
+impl From<crate::annotate::classifier::ClassifierError> for LearnError {
+    fn from(e: crate::annotate::classifier::ClassifierError) -> Self {
         Self::Classifier(Box::new(e))
     }
 }
@@ -547,7 +549,7 @@ fn data_hashes(cfg: &TrainConfig) -> Result<BTreeMap<String, String>, LearnError
         .chain(&cfg.sensitivity_files)
         .chain([&cfg.goemotions_train, &cfg.goemotions_dev])
     {
-        let sha = crate::sha256_file(f).map_err(|source| LearnError::Io {
+        let sha = crate::hash::sha256_file(f).map_err(|source| LearnError::Io {
             path: f.clone(),
             source,
         })?;
@@ -605,7 +607,7 @@ fn finetune_examples(data: &FineTuneData<'_>) -> Vec<Example> {
                 tr.intensity[i] as u32,
             );
             // An ordinary memory is a weak negative of the sensitive head.
-            if !data.sensitivity.is_empty() && !crate::sensitive::may_be_sensitive(text) {
+            if !data.sensitivity.is_empty() && !crate::annotate::sensitive::may_be_sensitive(text) {
                 e.sensitive = Some(0);
             }
             e
@@ -619,10 +621,10 @@ fn finetune_examples(data: &FineTuneData<'_>) -> Vec<Example> {
     // Sensitive content: each training record and its line (the quote),
     // outside the held-out styles and the calibration slice.
     for r in data.sensitivity {
-        if crate::sensitive::is_held_out(r) || is_calibration(&r.id) {
+        if crate::annotate::sensitive::is_held_out(r) || is_calibration(&r.id) {
             continue;
         }
-        let Some(label) = crate::sensitive::label_index(r) else {
+        let Some(label) = crate::annotate::sensitive::label_index(r) else {
             continue;
         };
         out.push(Example::sensitive_only(r.text.clone(), label as u32));
@@ -679,7 +681,7 @@ fn finetune(
             .any(|e| e.sensitive.is_some())
             .then(|| HeadSpec {
                 name: "sensitive".into(),
-                labels: crate::sensitive::labels(),
+                labels: crate::annotate::sensitive::labels(),
                 multi_label: false,
                 hidden: 0,
             }),
@@ -726,7 +728,7 @@ fn finetune(
                     .iter()
                     .filter_map(|e| e.sensitive.map(|a| a as usize))
                     .collect(),
-                crate::sensitive::labels().len(),
+                crate::annotate::sensitive::labels().len(),
             )
         } else {
             Vec::new()
@@ -865,7 +867,7 @@ pub fn train_with_steps(
     };
     let cur = curated_set(&curated_rows);
     let data_hashes = data_hashes(cfg)?;
-    let sensitivity = crate::sensitive::read_all(&cfg.sensitivity_files)?;
+    let sensitivity = crate::annotate::sensitive::read_all(&cfg.sensitivity_files)?;
     let finetuned = match &cfg.finetune {
         Some(ft) => Some(finetune(
             cfg,
@@ -1117,8 +1119,8 @@ pub fn train_with_steps(
         .iter()
         .map(|i| i.and_then(|i| tom_bag.oob[i].clone()))
         .collect();
-    let edge_model = crate::edge_model::train_edges(
-        &crate::edge_model::EdgeTraining {
+    let edge_model = crate::train::edges::train_edges(
+        &crate::train::edges::EdgeTraining {
             encoder: &encoder,
             records: &train_recs,
             pool: &pool,
@@ -1136,9 +1138,9 @@ pub fn train_with_steps(
     let ordinary: Vec<&str> = train_recs
         .iter()
         .map(|r| r.text.as_str())
-        .filter(|t| !crate::sensitive::may_be_sensitive(t))
+        .filter(|t| !crate::annotate::sensitive::may_be_sensitive(t))
         .collect();
-    let sensitive = crate::sensitive::train_head(
+    let sensitive = crate::annotate::sensitive::train_head(
         &encoder,
         &sensitivity,
         &ordinary,
@@ -1396,15 +1398,15 @@ struct EvalNodes<'a> {
 }
 
 impl Nodes for EvalNodes<'_> {
-    fn exists(&self, node: &str) -> crate::decide::Exists {
+    fn exists(&self, node: &str) -> crate::rules::decide::Exists {
         let yes = match node.strip_prefix("memory:") {
             Some(id) => self.memories.contains(id),
             None => self.registry.is_some_and(|r| r.contains(node)),
         };
         if yes {
-            crate::decide::Exists::Yes
+            crate::rules::decide::Exists::Yes
         } else {
-            crate::decide::Exists::No
+            crate::rules::decide::Exists::No
         }
     }
 }
@@ -1434,8 +1436,8 @@ struct EdgeEval {
 }
 
 impl EdgeEval {
-    fn add(&mut self, r: &LabeledRecord, edges: &[crate::decide::EdgeItem]) {
-        use crate::edge_model::same_name;
+    fn add(&mut self, r: &LabeledRecord, edges: &[crate::rules::decide::EdgeItem]) {
+        use crate::train::edges::same_name;
         let g = &r.gold;
         self.gold_mentions += g.mentions.len();
         self.gold_unknown += g.unknown_mentions.len();
@@ -1443,8 +1445,8 @@ impl EdgeEval {
         if edges.len() > 2 {
             self.over_limit_records += 1;
         }
-        let promoted = |e: &crate::decide::EdgeItem| e.reasons.is_empty();
-        let rel_right = |e: &crate::decide::EdgeItem| {
+        let promoted = |e: &crate::rules::decide::EdgeItem| e.reasons.is_empty();
+        let rel_right = |e: &crate::rules::decide::EdgeItem| {
             e.relation.as_ref().is_some_and(|k| g.tom_kinds.contains(k))
         };
         for m in &g.mentions {
@@ -1592,9 +1594,9 @@ pub fn eval_records(
     }
     {
         let texts: Vec<&str> = pool.iter().map(|r| r.text.as_str()).collect();
-        let mut index = crate::memory::MemoryIndex::default();
+        let mut index = crate::graph::memory::MemoryIndex::default();
         for (r, v) in pool.iter().zip(clf.embed(&texts)?) {
-            index.add(&r.id, &r.persona_id, crate::memory::quantize(&v));
+            index.add(&r.id, &r.persona_id, crate::graph::memory::quantize(&v));
         }
         index.sort();
         clf.set_memories(index);
@@ -1702,7 +1704,7 @@ pub fn eval_records(
             }
             if let Decision::Annotated { tags, edges, .. } = decide(
                 &rec,
-                &crate::annotation::Annotated::Parsed(ann.clone()),
+                &crate::annotate::Annotated::Parsed(ann.clone()),
                 policy,
                 &eval_nodes,
             ) {

@@ -18,9 +18,9 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::{Value, json};
 use tomlite_staging::{StagingDir, State, StateRow};
 
-use crate::events::{Event, EventLog};
-use crate::nodes::Registry;
-use crate::policy::Policy;
+use crate::run::events::{Event, EventLog};
+use crate::graph::nodes::Registry;
+use crate::rules::policy::Policy;
 use crate::run::{Counts, RunSummary, SensitiveCounts, StopCondition};
 
 /// The tables a run directory holds.
@@ -127,7 +127,7 @@ fn read_shard(dir: &Path) -> Result<ShardRun, MergeError> {
         index: index as u32,
         count: count as u32,
         receipt,
-        receipt_sha256: crate::sha256_bytes(&bytes),
+        receipt_sha256: crate::hash::sha256_bytes(&bytes),
     })
 }
 
@@ -486,7 +486,7 @@ pub fn merge(
         run.write_file("report.html", crate::report::html(&data).as_bytes())?;
         run.write_file("report.md", crate::report::markdown(&data).as_bytes())?;
         // The receipt, written last: it seals every file written before it.
-        let receipt = crate::verify::sealed(receipt, run.path())?;
+        let receipt = crate::stage::verify::sealed(receipt, run.path())?;
         run.write_json("receipt.json", &receipt)?;
         // The state: every shard's, this night's rows credited to the merged run.
         for s in &shards {

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::decide::Reason;
+use crate::rules::decide::Reason;
 use crate::vocab::{AFFECTS, Field, INTENSITIES, SENSITIVE_CATEGORIES, TOM_KINDS};
 
 /// The effective policy. Its canonical JSON, and so its sha256, holds the
@@ -73,7 +73,7 @@ impl Default for SensitiveContent {
     fn default() -> Self {
         Self {
             detect: true,
-            threshold: crate::sensitive::DEFAULT_THRESHOLD,
+            threshold: crate::annotate::sensitive::DEFAULT_THRESHOLD,
             quarantine_categories: strings(&SENSITIVE_CATEGORIES),
         }
     }
@@ -951,7 +951,7 @@ classifier_policy:
 
     #[test]
     fn the_seeds_blocks_copied_verbatim_load_as_the_seed_policy() {
-        let y = include_str!("../../tests/fixtures/policy/seed-blocks.yaml");
+        let y = include_str!("../../../tests/fixtures/policy/seed-blocks.yaml");
         assert_eq!(parse(y).unwrap(), Policy::default());
         // The printed layout reads back to the same policy.
         let mut p = Policy::default();

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::events::{Event, EventLog, FINAL_PHASE, stale_after};
+use crate::run::events::{Event, EventLog, FINAL_PHASE, stale_after};
 
 /// The folder of the staging directory that keeps failed and blocked runs.
 pub const FAILED_DIR: &str = "failed";

@@ -35,7 +35,7 @@
 //! [`PARSE_BUDGET_FACTOR`] times the text's length (plus 1 MiB).
 //!
 //! ```
-//! use tomlite::verdict::{parse, ParseClass};
+//! use tomlite::annotate::verdict::{parse, ParseClass};
 //! let v = parse("Thinking...\n```json\n{\"tags\": [], \"affect\": {\"label\": \"neutral\", \"confidence\": 0.9}}\n```");
 //! assert_eq!(v.class, ParseClass::Lenient);
 //! assert!(v.annotation.is_some());
@@ -43,7 +43,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::annotation::{Annotation, annotation_from_value};
+use crate::annotate::{Annotation, annotation_from_value};
 
 /// Top-level keys that make a JSON object an annotation object.
 pub const ANNOTATION_KEYS: [&str; 5] = ["tags", "affect", "intensity", "edges", "best_tom_kind"];
@@ -360,7 +360,7 @@ pub fn anchor_quotes(a: &mut Annotation, text: &str) -> usize {
 /// is not verbatim at its offsets, and every field that had the wrong type.
 pub fn problems(a: &Annotation, text: Option<&str>) -> Vec<String> {
     let mut out = Vec::new();
-    let mut quote = |what: String, q: &crate::annotation::Quote| {
+    let mut quote = |what: String, q: &crate::annotate::Quote| {
         if let Some(text) = text
             && !q.is_absent()
             && !q.is_verbatim(text)

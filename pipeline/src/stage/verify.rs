@@ -403,7 +403,7 @@ mod tests {
         let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["a.parquet", "b.parquet"]);
         assert_eq!(files[1].bytes, 2);
-        assert_eq!(files[1].sha256, crate::sha256_bytes(b"bb"));
+        assert_eq!(files[1].sha256, crate::hash::sha256_bytes(b"bb"));
     }
 
     #[test]
@@ -413,7 +413,7 @@ mod tests {
         std::fs::create_dir(&run).unwrap();
         std::fs::write(dir.path().join("outside"), "x").unwrap();
         let receipt = serde_json::json!({"run_id": "r1", "status": "committed",
-            "files": [{"name": "../outside", "bytes": 1, "sha256": crate::sha256_bytes(b"x")}]});
+            "files": [{"name": "../outside", "bytes": 1, "sha256": crate::hash::sha256_bytes(b"x")}]});
         std::fs::write(run.join(RECEIPT), receipt.to_string()).unwrap();
         let check = verify_run(&run);
         assert_eq!(check.differences.len(), 1, "{:?}", check.differences);

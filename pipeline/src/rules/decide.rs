@@ -8,9 +8,9 @@
 
 use sha2::{Digest as _, Sha256};
 
-use crate::annotation::{Annotated, Annotation, Quote, Scored, Sensitive};
-use crate::policy::Policy;
-use crate::record::Record;
+use crate::annotate::{Annotated, Annotation, Quote, Scored, Sensitive};
+use crate::rules::policy::Policy;
+use crate::ingest::record::Record;
 use crate::vocab::{Field, SAFETY_CATEGORY, SENSITIVE_CATEGORIES, suggest};
 
 /// Why an item is quarantined: a closed set, spelled as in the seed.
@@ -660,7 +660,7 @@ fn decide_edges(
             // unknown name in the same record keeps its key every night.
             let target_key = match (&e.target_node, &e.target_mention) {
                 (Some(t), _) => t.clone(),
-                (None, Some(m)) => format!("?{}", crate::mentions::fold(m.trim())),
+                (None, Some(m)) => format!("?{}", crate::graph::mentions::fold(m.trim())),
                 (None, None) => String::new(),
             };
             EdgeItem {
@@ -684,8 +684,8 @@ fn decide_edges(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::annotation::{Annotator, AnnotatorInfo, parse_line};
-    use crate::record::{Origin, RecordKind};
+    use crate::annotate::{Annotator, AnnotatorInfo, parse_line};
+    use crate::ingest::record::{Origin, RecordKind};
     use tomlite_staging::Digest;
 
     /// A fake annotator: a fixed annotation line per record id.
@@ -701,13 +701,13 @@ mod tests {
         fn annotation_digest(
             &mut self,
             _: &Record,
-        ) -> Result<Digest, crate::annotation::AnnotateError> {
+        ) -> Result<Digest, crate::annotate::AnnotateError> {
             Ok([0; 16])
         }
         fn annotate(
             &mut self,
             records: &[&Record],
-        ) -> Result<Vec<Annotated>, crate::annotation::AnnotateError> {
+        ) -> Result<Vec<Annotated>, crate::annotate::AnnotateError> {
             Ok(records
                 .iter()
                 .map(|r| {

@@ -3,7 +3,7 @@
 //! run with a configuration error rather than let the job guess.
 //!
 //! Every name and alias is a pattern the classifier links in record text
-//! (see [`crate::mentions`]), so one that would match almost any text is
+//! (see [`crate::graph::mentions`]), so one that would match almost any text is
 //! refused ([`name_problem`]): fewer than two letters or digits (`I`, `a`,
 //! `.`), an invisible or control character (U+200B, a soft hyphen, a
 //! bidirectional control), or a common function word ([`STOP_WORDS`]:
@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 
-use crate::record::{HashingRead, Tally, json_type, read_line_capped};
+use crate::ingest::record::{HashingRead, Tally, json_type, read_line_capped};
 
 /// One registry node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,7 +62,7 @@ pub enum NodesError {
         path: PathBuf,
         /// The underlying error.
         #[source]
-        source: Box<crate::record::IngestError>,
+        source: Box<crate::ingest::record::IngestError>,
     },
 }
 
@@ -138,7 +138,7 @@ impl Registry {
             .is_some_and(|e| e.eq_ignore_ascii_case("parquet"))
         {
             let (mut line, mut first_error) = (0u64, None);
-            crate::parquet_in::rows_each(path, &["id", "kind", "name", "aliases"], |m| {
+            crate::ingest::parquet::rows_each(path, &["id", "kind", "name", "aliases"], |m| {
                 line += 1;
                 if first_error.is_none()
                     && let Err(e) = b.add(line, &m)
@@ -154,7 +154,7 @@ impl Registry {
                 return Err(e);
             }
             let mut reg = b.reg;
-            reg.sha256 = Some(crate::sha256_file(path).map_err(|source| NodesError::Io {
+            reg.sha256 = Some(crate::hash::sha256_file(path).map_err(|source| NodesError::Io {
                 path: path.to_path_buf(),
                 source,
             })?);
@@ -330,7 +330,7 @@ fn jsonl_each(
     while let Some(read) = read_line_capped(&mut r, &mut buf, 1 << 20).map_err(io)? {
         line += 1;
         if line == 1 {
-            if let Some(what) = crate::record::utf16(&buf) {
+            if let Some(what) = crate::ingest::record::utf16(&buf) {
                 return Err(NodesError::Invalid {
                     path: path.to_path_buf(),
                     line,
@@ -338,7 +338,7 @@ fn jsonl_each(
                     message: what.into(),
                 });
             }
-            crate::record::strip_utf8_bom(&mut buf);
+            crate::ingest::record::strip_utf8_bom(&mut buf);
         }
         if !read.over && buf.iter().all(u8::is_ascii_whitespace) {
             continue;

@@ -6,6 +6,11 @@
 //! carries it (quarantined as `unparseable_annotation`), so the validator
 //! can still say everything else that is wrong.
 
+pub mod classifier;
+pub mod sensitive;
+pub mod sensitive_rules;
+pub mod verdict;
+
 use foldhash::HashMap;
 use std::fs::File;
 use std::io::BufReader;
@@ -17,11 +22,11 @@ use serde_json::{Map, Value};
 use sha2::{Digest as _, Sha256};
 use tomlite_staging::Digest;
 
-use crate::record::{
+use crate::ingest::record::{
     HashingRead, Record, Reject, Stamp, Tally, json_type, read_line_capped, sniff_record_id,
     truncate,
 };
-use crate::verdict::{EscapeShape, ParseClass, ReadAs};
+use crate::annotate::verdict::{EscapeShape, ParseClass, ReadAs};
 
 /// A label with its confidence (a record's affect or intensity).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -244,7 +249,7 @@ pub trait Annotator {
 
     /// The committed memories (their embeddings), given once before the
     /// first batch; annotators that propose no memory links ignore them.
-    fn use_memories(&mut self, _memories: crate::memory::MemoryIndex) {}
+    fn use_memories(&mut self, _memories: crate::graph::memory::MemoryIndex) {}
 
     /// How many records [`Annotator::annotate`] should get at once.
     fn batch_size(&self) -> usize {
@@ -572,7 +577,7 @@ struct LineOf {
 /// Annotations from a JSONL file (`--annotations`), one object per record
 /// keyed by `record_id`; or, opened with [`FileAnnotator::open_raw`], raw
 /// annotator output (`--raw-annotations`) read by the [verdict
-/// parser](crate::verdict).
+/// parser](crate::annotate::verdict).
 ///
 /// The file is indexed once (record id → byte offset, a few dozen bytes a
 /// record) and each record's line is read when the record comes, so memory
@@ -616,7 +621,7 @@ impl FileAnnotator {
 
     /// Indexes a file of raw annotator output: JSONL lines
     /// `{"record_id": "...", "annotator": "...", "raw": "<the output as returned>"}`.
-    /// Each record's `raw` goes through [`crate::verdict::parse`]; an
+    /// Each record's `raw` goes through [`crate::annotate::verdict::parse`]; an
     /// `ANOMALY` (or a line without a string `raw`) is quarantined with
     /// `unparseable_annotation` and its raw text kept.
     pub fn open_raw(path: &Path) -> Result<Self, AnnotateError> {
@@ -640,7 +645,7 @@ impl FileAnnotator {
         if !before.is_file() {
             return Err(AnnotateError::NotAFile {
                 path: path.to_path_buf(),
-                kind: crate::record::file_kind(&before.file_type()),
+                kind: crate::ingest::record::file_kind(&before.file_type()),
             });
         }
         let before = Stamp::of(&before);
@@ -669,7 +674,7 @@ impl FileAnnotator {
             offset += read.consumed;
             let mut start = start;
             if line == 1 {
-                if let Some(what) = crate::record::utf16(&buf) {
+                if let Some(what) = crate::ingest::record::utf16(&buf) {
                     problems.push(Reject {
                         source: source.clone(),
                         line: 0,
@@ -684,8 +689,8 @@ impl FileAnnotator {
                     {}
                     break;
                 }
-                if crate::record::strip_utf8_bom(&mut buf) {
-                    start += crate::record::UTF8_BOM.len() as u64;
+                if crate::ingest::record::strip_utf8_bom(&mut buf) {
+                    start += crate::ingest::record::UTF8_BOM.len() as u64;
                 }
             }
             if !over && buf.iter().all(u8::is_ascii_whitespace) {
@@ -922,7 +927,7 @@ impl FileAnnotator {
                 );
             }
         };
-        let verdict = crate::verdict::parse(raw);
+        let verdict = crate::annotate::verdict::parse(raw);
         let read_as = verdict.read_as();
         *stats.classes.entry(verdict.class.as_str()).or_default() += 1;
         if let Some(shape) = verdict.shape {
@@ -952,7 +957,7 @@ impl FileAnnotator {
             a.annotator = annotator;
         }
         a.read_as = Some(read_as);
-        stats.quotes_anchored += crate::verdict::anchor_quotes(&mut a, &record.text) as u64;
+        stats.quotes_anchored += crate::annotate::verdict::anchor_quotes(&mut a, &record.text) as u64;
         Annotated::Parsed(a)
     }
 }

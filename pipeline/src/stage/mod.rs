@@ -1,0 +1,5 @@
+//! What a run stages: the typed Parquet tables and the sealed receipt, and
+//! the check that a committed run's files still match it.
+
+pub mod tables;
+pub mod verify;
