@@ -8,10 +8,11 @@ use std::path::Path;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use tomlite::annotate::{Annotated, annotation_from_value};
-use tomlite::rules::decide::{Exists, Nodes, decide};
 use tomlite::graph::nodes::Registry;
+use tomlite::ingest::open;
+use tomlite::ingest::record::{IngestOptions, Item, Record};
+use tomlite::rules::decide::{Exists, Nodes, decide};
 use tomlite::rules::policy::Policy;
-use tomlite::ingest::record::{IngestOptions, Item, Record, open};
 
 /// Registry nodes exist, and memories of the sample's own records.
 struct SampleNodes<'a> {

@@ -1,12 +1,12 @@
-//! What the JSONL record parser ([`tomlite::ingest::record::jsonl_items`]) must
+//! What the JSONL record parser ([`tomlite::ingest::jsonl::jsonl_items`]) must
 //! hold to on any bytes at all. Shared, by path, between the fuzz target
 //! and the stable test that replays the committed corpus, so both check the
 //! same thing.
 
 use serde_json::Value;
-use tomlite::ingest::record::{
-    FLAGS, IngestOptions, Item, RecordKind, UTF8_BOM, binary_format, jsonl_items, line_cap,
-};
+use tomlite::ingest::bytes::{UTF8_BOM, binary_format};
+use tomlite::ingest::jsonl::{jsonl_items, line_cap};
+use tomlite::ingest::record::{FLAGS, IngestOptions, Item, RecordKind};
 
 /// The name every item must carry as its source.
 const SOURCE: &str = "fuzz.jsonl";

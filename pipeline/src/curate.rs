@@ -498,7 +498,7 @@ impl<R: std::io::Read> Iterator for DecisionLines<R> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            let read = match crate::ingest::record::read_line_capped(
+            let read = match crate::ingest::bytes::read_line_capped(
                 &mut self.reader,
                 &mut self.buf,
                 MAX_DECISION_LINE,

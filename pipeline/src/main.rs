@@ -64,11 +64,11 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use tomlite::annotate::{Annotator, FileAnnotator, annotation_to_json};
 use tomlite::annotate::classifier::Classifier;
+use tomlite::annotate::{Annotator, FileAnnotator, annotation_to_json};
 use tomlite::graph::nodes::Registry;
-use tomlite::rules::policy::Policy;
 use tomlite::ingest::record::IngestOptions;
+use tomlite::rules::policy::Policy;
 use tomlite::run::{RunConfig, RunError, RunSummary};
 
 /// The process exit codes; documented in the README.
@@ -263,7 +263,9 @@ impl ModelArgs {
 /// heads (`models/artifacts/heads`).
 fn default_heads_dir() -> PathBuf {
     let tuned = repo_path(tomlite::annotate::classifier::DEFAULT_ADAPTERS_DIR);
-    if tuned.join(tomlite::annotate::classifier::ADAPTERS_FILE).is_file()
+    if tuned
+        .join(tomlite::annotate::classifier::ADAPTERS_FILE)
+        .is_file()
         && tuned.join(tomlite_models::heads::CARD_FILE).is_file()
     {
         tuned
@@ -775,7 +777,7 @@ fn run_command(args: RunArgs, staging_seen: &mut Option<PathBuf>) -> Result<(), 
             )));
         }
         // A device, or a Parquet input that is a pipe: refused before the run.
-        tomlite::ingest::record::check_input(input).map_err(Failure::config)?;
+        tomlite::ingest::check_input(input).map_err(Failure::config)?;
     }
     let staging = args
         .staging
@@ -964,13 +966,12 @@ fn cmd_merge(args: MergeArgs) -> Result<(), Failure> {
             }
             Ok(())
         }
-        Err(tomlite::run::merge::MergeError::Staging(e @ tomlite_staging::Error::Locked { .. })) => {
-            Err(Failure {
-                status: ExitStatus::Locked,
-                error: anyhow::Error::new(e)
-                    .context("another run holds the target staging directory"),
-            })
-        }
+        Err(tomlite::run::merge::MergeError::Staging(
+            e @ tomlite_staging::Error::Locked { .. },
+        )) => Err(Failure {
+            status: ExitStatus::Locked,
+            error: anyhow::Error::new(e).context("another run holds the target staging directory"),
+        }),
         Err(e @ tomlite::run::merge::MergeError::Refused { .. }) => Err(Failure::config(e)),
         Err(e) => Err(Failure {
             status: ExitStatus::Failed,
@@ -995,7 +996,9 @@ fn cmd_verify(args: VerifyArgs) -> Result<(), Failure> {
                 not_checked: Vec::new(),
             }
         }
-        (None, Some(root)) => tomlite::stage::verify::verify_staging(root).map_err(Failure::config)?,
+        (None, Some(root)) => {
+            tomlite::stage::verify::verify_staging(root).map_err(Failure::config)?
+        }
         (None, None) => unreachable!("clap requires RUN_DIR or --staging"),
     };
     if args.json {
@@ -1284,7 +1287,7 @@ fn cmd_annotate(args: AnnotateArgs) -> Result<(), Failure> {
     let (mut n, mut rejected) = (0u64, 0u64);
     let started = std::time::Instant::now();
     for input in &args.input {
-        let items = tomlite::ingest::record::open(input, &opts).map_err(|e| failed(e.into()))?;
+        let items = tomlite::ingest::open(input, &opts).map_err(|e| failed(e.into()))?;
         let mut batch: Vec<tomlite::ingest::record::Record> = Vec::new();
         let mut flush = |batch: &mut Vec<tomlite::ingest::record::Record>,
                          out: &mut std::io::BufWriter<std::fs::File>|
@@ -1587,7 +1590,10 @@ fn cmd_eval(args: EvalArgs) -> Result<(), Failure> {
         sets.push(tomlite::train::eval_goemotions(&mut clf, g).map_err(failed)?);
     }
     if !args.sensitivity.is_empty() {
-        sets.push(tomlite::annotate::sensitive::eval(&mut clf, &args.sensitivity, args.dev).map_err(failed)?);
+        sets.push(
+            tomlite::annotate::sensitive::eval(&mut clf, &args.sensitivity, args.dev)
+                .map_err(failed)?,
+        );
     }
     if args.json {
         println!(

@@ -94,12 +94,12 @@ fn each(
     fields: &[&str],
     f: impl FnMut(Map<String, Value>),
 ) -> Result<(), ReportError> {
-    crate::ingest::parquet::rows_each(&dir.join(format!("{name}.parquet")), fields, f).map_err(|e| {
-        ReportError {
+    crate::ingest::parquet::rows_each(&dir.join(format!("{name}.parquet")), fields, f).map_err(
+        |e| ReportError {
             table: name.to_string(),
             message: e.to_string(),
-        }
-    })
+        },
+    )
 }
 
 /// Records whose raw annotator output needed rescue (`--raw-annotations`

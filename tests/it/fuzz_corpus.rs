@@ -46,7 +46,7 @@ fn the_invariant_checks_fail_on_a_parse_that_loses_or_moves_or_alters_a_line() {
     );
     let data = data.as_bytes();
     let opts = tomlite::ingest::record::IngestOptions::default();
-    let cap = tomlite::ingest::record::line_cap(&opts);
+    let cap = tomlite::ingest::jsonl::line_cap(&opts);
     let fresh = || invariants::parse(data, &opts, cap);
     assert_eq!(fresh().len(), 3);
     invariants::check_items(data, &opts, cap, &fresh());

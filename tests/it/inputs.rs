@@ -686,5 +686,8 @@ fn a_piped_node_registry_is_hashed_as_read() {
         .filter(|l| !l.is_empty())
         .count();
     assert_eq!(receipt["nodes"]["nodes"], lines, "{}", ran.stdout);
-    assert_eq!(receipt["nodes"]["sha256"], tomlite::hash::sha256_bytes(&registry));
+    assert_eq!(
+        receipt["nodes"]["sha256"],
+        tomlite::hash::sha256_bytes(&registry)
+    );
 }

@@ -23,6 +23,7 @@ use tomlite_models::heads::Heads;
 use tomlite_models::metrics::{argmax, sigmoid_t, softmax_t};
 use tomlite_models::{EncodeStats, Encoder, Precision};
 
+use crate::annotate::sensitive_rules::Rules;
 use crate::annotate::{
     AnnotateError, Annotated, Annotation, Annotator, AnnotatorInfo, EdgeCandidate, Quote, Scored,
     Sensitive, TagCandidate,
@@ -32,7 +33,6 @@ use crate::graph::mentions::{CANDIDATE_FEATURES, Candidate, Linked, Linker, cand
 use crate::graph::nodes::Registry;
 use crate::ingest::record::{Record, truncate};
 use crate::segment::sentences;
-use crate::annotate::sensitive_rules::Rules;
 
 /// Records the classifier scores per pass: enough that sorting texts by
 /// length leaves almost no padding in the encoder's batches.
@@ -345,8 +345,9 @@ impl Classifier {
                 found: describe(encoder.adapters_sha256()),
             });
         }
-        let heads_sha = crate::hash::sha256_file(&heads_dir.join(tomlite_models::heads::HEADS_FILE))
-            .unwrap_or_default();
+        let heads_sha =
+            crate::hash::sha256_file(&heads_dir.join(tomlite_models::heads::HEADS_FILE))
+                .unwrap_or_default();
         let mut h = Sha256::new();
         h.update(encoder.sha256().as_bytes());
         if let Some(a) = encoder.adapters_sha256() {

@@ -22,11 +22,9 @@ use serde_json::{Map, Value};
 use sha2::{Digest as _, Sha256};
 use tomlite_staging::Digest;
 
-use crate::ingest::record::{
-    HashingRead, Record, Reject, Stamp, Tally, json_type, read_line_capped, sniff_record_id,
-    truncate,
-};
 use crate::annotate::verdict::{EscapeShape, ParseClass, ReadAs};
+use crate::ingest::bytes::{HashingRead, Stamp, Tally, read_line_capped};
+use crate::ingest::record::{Record, Reject, json_type, sniff_record_id, truncate};
 
 /// A label with its confidence (a record's affect or intensity).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -645,7 +643,7 @@ impl FileAnnotator {
         if !before.is_file() {
             return Err(AnnotateError::NotAFile {
                 path: path.to_path_buf(),
-                kind: crate::ingest::record::file_kind(&before.file_type()),
+                kind: crate::ingest::bytes::file_kind(&before.file_type()),
             });
         }
         let before = Stamp::of(&before);
@@ -674,7 +672,7 @@ impl FileAnnotator {
             offset += read.consumed;
             let mut start = start;
             if line == 1 {
-                if let Some(what) = crate::ingest::record::utf16(&buf) {
+                if let Some(what) = crate::ingest::bytes::utf16(&buf) {
                     problems.push(Reject {
                         source: source.clone(),
                         line: 0,
@@ -689,8 +687,8 @@ impl FileAnnotator {
                     {}
                     break;
                 }
-                if crate::ingest::record::strip_utf8_bom(&mut buf) {
-                    start += crate::ingest::record::UTF8_BOM.len() as u64;
+                if crate::ingest::bytes::strip_utf8_bom(&mut buf) {
+                    start += crate::ingest::bytes::UTF8_BOM.len() as u64;
                 }
             }
             if !over && buf.iter().all(u8::is_ascii_whitespace) {
@@ -957,7 +955,8 @@ impl FileAnnotator {
             a.annotator = annotator;
         }
         a.read_as = Some(read_as);
-        stats.quotes_anchored += crate::annotate::verdict::anchor_quotes(&mut a, &record.text) as u64;
+        stats.quotes_anchored +=
+            crate::annotate::verdict::anchor_quotes(&mut a, &record.text) as u64;
         Annotated::Parsed(a)
     }
 }

@@ -16,10 +16,10 @@ use tomlite_models::data::{SensitivityRecord, read_sensitivity};
 use tomlite_models::heads::{Head, HeadSpec, Targets, TrainOptions};
 use tomlite_models::metrics::{ece, fit_temperature_softmax, softmax_t};
 
-use crate::annotate::{Quote, Sensitive};
 use crate::annotate::classifier::Classifier;
-use crate::train::LearnError;
 use crate::annotate::sensitive_rules::Rules;
+use crate::annotate::{Quote, Sensitive};
+use crate::train::LearnError;
 use crate::vocab::{SAFETY_CATEGORY, SENSITIVE_CATEGORIES};
 
 /// The head's labels: `none`, then [`SENSITIVE_CATEGORIES`].

@@ -16,7 +16,8 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 
-use crate::ingest::record::{HashingRead, Tally, json_type, read_line_capped};
+use crate::ingest::bytes::{HashingRead, Tally, read_line_capped};
+use crate::ingest::record::json_type;
 
 /// One registry node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,10 +155,12 @@ impl Registry {
                 return Err(e);
             }
             let mut reg = b.reg;
-            reg.sha256 = Some(crate::hash::sha256_file(path).map_err(|source| NodesError::Io {
-                path: path.to_path_buf(),
-                source,
-            })?);
+            reg.sha256 = Some(
+                crate::hash::sha256_file(path).map_err(|source| NodesError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })?,
+            );
             return Ok(reg);
         }
         // The registry is read once and hashed as it is read, so the
@@ -330,7 +333,7 @@ fn jsonl_each(
     while let Some(read) = read_line_capped(&mut r, &mut buf, 1 << 20).map_err(io)? {
         line += 1;
         if line == 1 {
-            if let Some(what) = crate::ingest::record::utf16(&buf) {
+            if let Some(what) = crate::ingest::bytes::utf16(&buf) {
                 return Err(NodesError::Invalid {
                     path: path.to_path_buf(),
                     line,
@@ -338,7 +341,7 @@ fn jsonl_each(
                     message: what.into(),
                 });
             }
-            crate::ingest::record::strip_utf8_bom(&mut buf);
+            crate::ingest::bytes::strip_utf8_bom(&mut buf);
         }
         if !read.over && buf.iter().all(u8::is_ascii_whitespace) {
             continue;

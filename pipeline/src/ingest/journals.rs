@@ -20,9 +20,10 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 
+use crate::ingest::bytes::{Stamp, Tally, file_kind, open_regular, utf16};
 use crate::ingest::record::{
-    IngestError, IngestOptions, InputSha, Item, Items, Origin, Reject, Stamp, Tally, file_kind,
-    journal_created_at, open_regular, record_from_map, utf16,
+    IngestError, IngestOptions, InputSha, Item, Items, Origin, Reject, journal_created_at,
+    record_from_map,
 };
 
 /// One entry of a journal folder, as the walker found it.
@@ -110,7 +111,7 @@ fn walk(dir: &Path, out: &mut Vec<Entry>) -> Result<(), IngestError> {
 }
 
 /// The journal files not yet read and the sha256 of each one read, shared
-/// by the items and the folder's [`InputDigest`](crate::ingest::record::InputDigest).
+/// by the items and the folder's [`InputDigest`](crate::ingest::InputDigest).
 pub(crate) struct DirTally {
     root: PathBuf,
     /// Entries left, in reverse order (the next one last).
@@ -292,7 +293,7 @@ fn journal(t: &mut DirTally, entry: &Entry, opts: &IngestOptions) -> Result<Item
         return reject(Some("text"), what.to_string());
     }
     let mut bytes = read.kept;
-    crate::ingest::record::strip_utf8_bom(&mut bytes);
+    crate::ingest::bytes::strip_utf8_bom(&mut bytes);
     let text = match String::from_utf8(bytes) {
         Ok(t) => t,
         Err(e) => {

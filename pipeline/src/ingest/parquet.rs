@@ -18,7 +18,9 @@ use parquet::arrow::arrow_reader::{
 };
 use serde_json::{Map, Value};
 
-use crate::ingest::record::{IngestError, IngestOptions, Item, Items, Origin, Reject, record_from_map};
+use crate::ingest::record::{
+    IngestError, IngestOptions, Item, Items, Origin, Reject, record_from_map,
+};
 
 const FIELDS: [&str; 8] = [
     "id",

@@ -9,8 +9,8 @@
 use sha2::{Digest as _, Sha256};
 
 use crate::annotate::{Annotated, Annotation, Quote, Scored, Sensitive};
-use crate::rules::policy::Policy;
 use crate::ingest::record::Record;
+use crate::rules::policy::Policy;
 use crate::vocab::{Field, SAFETY_CATEGORY, SENSITIVE_CATEGORIES, suggest};
 
 /// Why an item is quarantined: a closed set, spelled as in the seed.

@@ -18,9 +18,9 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::{Value, json};
 use tomlite_staging::{StagingDir, State, StateRow};
 
-use crate::run::events::{Event, EventLog};
 use crate::graph::nodes::Registry;
 use crate::rules::policy::Policy;
+use crate::run::events::{Event, EventLog};
 use crate::run::{Counts, RunSummary, SensitiveCounts, StopCondition};
 
 /// The tables a run directory holds.

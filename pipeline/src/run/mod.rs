@@ -23,17 +23,17 @@ use serde::Serialize;
 use serde_json::json;
 use tomlite_staging::{StagingDir, State, StateRow, fault};
 
+use crate::annotate::verdict::ReadAs;
 use crate::annotate::{AnnotateError, Annotator, AnnotatorInfo};
+use crate::graph::nodes::Registry;
+use crate::ingest::record::{IngestError, IngestOptions, Item, Record, Reject};
 use crate::rules::decide::{
     Decision, EdgeItem, Exists, Nodes, Reason, SensitiveRecord, TagItem, decide, sensitivity,
 };
-use crate::run::events::{Event, EventLog};
-use crate::graph::nodes::Registry;
 use crate::rules::policy::Policy;
+use crate::run::events::{Event, EventLog};
 use crate::run::progress::{Progress, ProgressMode};
-use crate::ingest::record::{self, IngestError, IngestOptions, Item, Record, Reject};
 use crate::stage::tables::{self, Table, Val};
-use crate::annotate::verdict::ReadAs;
 
 /// Everything a run needs, resolved from the command line and the policy.
 #[derive(Debug, Clone)]
@@ -822,11 +822,11 @@ fn run_body(
     'inputs: for input in &cfg.inputs {
         status.started(&format!("read {}", input.display()));
         status.set(&ctx.counts, Some(input));
-        // Opened once: hashed as it is read (a pipe too), see record::open_input.
+        // Opened once: hashed as it is read (a pipe too), see ingest::open_input.
         let (items, digest) = staging
             .retry()
             .io("read_input", || {
-                match record::open_input(input, &cfg.ingest) {
+                match crate::ingest::open_input(input, &cfg.ingest) {
                     // An entry inside a journal folder is named.
                     Err(IngestError::Io { path, source }) if path != *input => Err(
                         std::io::Error::new(source.kind(), format!("{}: {source}", path.display())),

@@ -15,10 +15,10 @@ use tomlite_models::metrics::{
     EdgeCalibration, TagCalibration, fit_logistic_ridge, fit_temperature_sigmoid, logit, sigmoid_t,
 };
 
-use crate::train::{LearnError, train_bagged};
 use crate::graph::mentions::{CANDIDATE_FEATURES, Candidate, Linker, candidates, fold};
 use crate::graph::nodes::Registry;
 use crate::segment::sentences;
+use crate::train::{LearnError, train_bagged};
 use crate::vocab::TOM_KINDS;
 
 /// The person threshold is the lowest (from 0.5 up) whose out-of-bag

@@ -35,10 +35,10 @@ use tomlite_models::metrics::{
 };
 
 use crate::annotate::classifier::Classifier;
-use crate::rules::decide::{Decision, Nodes, decide};
 use crate::graph::nodes::Registry;
-use crate::rules::policy::Policy;
 use crate::ingest::record::{Origin, Record, RecordKind};
+use crate::rules::decide::{Decision, Nodes, decide};
+use crate::rules::policy::Policy;
 use crate::vocab::{AFFECTS, INTENSITIES, TOM_KINDS};
 
 /// Errors of training and evaluation.
