@@ -10,7 +10,7 @@
 //!
 //! ```no_run
 //! use std::path::PathBuf;
-//! use tomlite::annotate::FileAnnotator;
+//! use tomlite::annotate::file::FileAnnotator;
 //! use tomlite::run::{RunConfig, run};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -117,7 +117,7 @@ impl Recovered {
             return;
         };
         let shape = st(row, "escape_shape");
-        if class == crate::annotate::verdict::ParseClass::Strict.as_str() {
+        if class == crate::annotate::read_as::ParseClass::Strict.as_str() {
             return;
         }
         let id = st(row, "record_id").unwrap_or("");

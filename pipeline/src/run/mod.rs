@@ -23,7 +23,7 @@ use serde::Serialize;
 use serde_json::json;
 use tomlite_staging::{StagingDir, State, StateRow, fault};
 
-use crate::annotate::verdict::ReadAs;
+use crate::annotate::read_as::ReadAs;
 use crate::annotate::{AnnotateError, Annotator, AnnotatorInfo};
 use crate::graph::nodes::Registry;
 use crate::ingest::record::{IngestError, IngestOptions, Item, Record, Reject};
