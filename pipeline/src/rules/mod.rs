@@ -3,3 +3,4 @@
 
 pub mod decide;
 pub mod policy;
+pub mod reason;

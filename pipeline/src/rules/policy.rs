@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::rules::decide::Reason;
+use crate::rules::reason::Reason;
 use crate::vocab::{AFFECTS, Field, INTENSITIES, SENSITIVE_CATEGORIES, TOM_KINDS};
 
 /// The effective policy. Its canonical JSON, and so its sha256, holds the

@@ -28,8 +28,9 @@ use crate::annotate::{AnnotateError, Annotator, AnnotatorInfo};
 use crate::graph::nodes::Registry;
 use crate::ingest::record::{IngestError, IngestOptions, Item, Record, Reject};
 use crate::rules::decide::{
-    Decision, EdgeItem, Exists, Nodes, Reason, SensitiveRecord, TagItem, decide, sensitivity,
+    Decision, EdgeItem, Exists, Nodes, SensitiveRecord, TagItem, decide, sensitivity,
 };
+use crate::rules::reason::Reason;
 use crate::rules::policy::Policy;
 use crate::run::events::{Event, EventLog};
 use crate::run::progress::{Progress, ProgressMode};
