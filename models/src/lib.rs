@@ -40,6 +40,7 @@
 //! # }
 //! ```
 
+pub mod bagging;
 pub mod bert;
 pub mod data;
 mod encoder;

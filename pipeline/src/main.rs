@@ -1592,7 +1592,7 @@ fn cmd_eval(args: EvalArgs) -> Result<(), Failure> {
     }
     if !args.sensitivity.is_empty() {
         sets.push(
-            tomlite::annotate::sensitive::eval(&mut clf, &args.sensitivity, args.dev)
+            tomlite::train::sensitive::eval(&mut clf, &args.sensitivity, args.dev)
                 .map_err(failed)?,
         );
     }

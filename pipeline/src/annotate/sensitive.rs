@@ -7,19 +7,8 @@
 //! P(sensitive) = 1 − P(none). Each sentence is scored by the same head on
 //! its in-context vector, and the surest sentence is the quote.
 
-use std::path::PathBuf;
-
-use candle_core::{Device, Tensor};
-use serde_json::{Value, json};
-use tomlite_models::Encoder;
-use tomlite_models::data::{SensitivityRecord, read_sensitivity};
-use tomlite_models::heads::{Head, HeadSpec, Targets, TrainOptions};
-use tomlite_models::metrics::{ece, fit_temperature_softmax, softmax_t};
-
-use crate::annotate::classifier::Classifier;
 use crate::annotate::sensitive_rules::Rules;
 use crate::annotate::{Quote, Sensitive};
-use crate::train::LearnError;
 use crate::vocab::{SAFETY_CATEGORY, SENSITIVE_CATEGORIES};
 
 /// The head's labels: `none`, then [`SENSITIVE_CATEGORIES`].
@@ -30,18 +19,6 @@ pub fn labels() -> Vec<String> {
         .collect()
 }
 
-/// Styles of `data/sensitivity` held out of training, for the dev split:
-/// memories told in the third person and long journals with the line
-/// buried mid-text.
-pub const SENSITIVE_HELD_OUT_STYLES: [&str; 2] = ["third_person_memory", "rambling_journal"];
-
-/// Whether a sensitivity record belongs to the dev split.
-pub fn is_held_out(r: &SensitivityRecord) -> bool {
-    r.style
-        .as_deref()
-        .is_some_and(|s| SENSITIVE_HELD_OUT_STYLES.contains(&s))
-}
-
 /// The default detection threshold on P(sensitive): chosen for recall (a
 /// missed self-harm record costs more than a quarantined workout note).
 pub const DEFAULT_THRESHOLD: f64 = 0.35;
@@ -49,303 +26,6 @@ pub const DEFAULT_THRESHOLD: f64 = 0.35;
 /// The version of the identifier rules, part of the annotator id: a change
 /// of what the rules find redoes the records annotated under the old ones.
 pub const RULES_VERSION: &str = "sensitive-rules-1";
-
-/// Words that may mark sensitive content: a ToM-lite training record
-/// (labeled for ToM-lite, not for sensitivity) that has none of them is
-/// taken as a weak negative for the sensitive head, so that the head sees
-/// ordinary memories as well as the hard controls of `data/sensitivity`;
-/// one that has any is left out of the head's training (it may be
-/// sensitive). This is a training-data filter, not a detector.
-const MAYBE_SENSITIVE: &str = r"(?i)therap|psychiatr|counsel|antidepress|medicat|\bmeds\b|diagnos|cancer|chemo|tumou?r|biopsy|surgery|operation|hospital|clinic|pregnan|miscarr|\bivf\b|depress|suicid|self.harm|overdose|abus|assault|violen|police|arrest|court|lawyer|solicitor|custody|divorc|\bvisa\b|immigra|deport|debt|loan|overdraft|bankrupt|evict|arrears|gambl|salary|password|\bpin\b|account number|\bsex|\bstds?\b|\bstis?\b|\bgay\b|lesbian|\btrans\b|queer|coming out|came out|religio|mosque|synagogue|temple|faith|pray|secret|don't tell|nobody knows|confided|illness|disease|insulin|diabet|adhd|autis|rehab|sober|alcohol|drunk|drugs|addict|grief|funeral|died|death|dying|panic attack|eating disorder|anorex|bulim|harass|stalk|threat|affair|cheat|porn|nude|condom|contracep|\bhiv\b|herpes|disabilit|mental health|breakdown|burnout|prescri|\bgp\b|doctor|nurse";
-
-/// Whether `text` has a word of [`MAYBE_SENSITIVE`].
-pub fn may_be_sensitive(text: &str) -> bool {
-    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    RE.get_or_init(|| regex::Regex::new(MAYBE_SENSITIVE).expect("a valid pattern"))
-        .is_match(text)
-}
-
-/// Reads every sensitivity file, the file's path with each record.
-pub fn read_all(files: &[PathBuf]) -> Result<Vec<SensitivityRecord>, LearnError> {
-    let mut out = Vec::new();
-    for f in files {
-        out.extend(read_sensitivity(f)?);
-    }
-    Ok(out)
-}
-
-/// The label index of a record (0: not sensitive, else 1 + its category),
-/// `None` for a category outside the vocabulary.
-pub fn label_index(r: &SensitivityRecord) -> Option<usize> {
-    if !r.sensitivity.sensitive {
-        return Some(0);
-    }
-    let c = r.sensitivity.category.as_deref()?;
-    SENSITIVE_CATEGORIES
-        .iter()
-        .position(|k| *k == c)
-        .map(|i| i + 1)
-}
-
-/// The label index of a record: 0 for not sensitive, else 1 + its category.
-fn label_of(r: &SensitivityRecord, path: &str) -> Result<usize, LearnError> {
-    label_index(r).ok_or_else(|| LearnError::Label {
-        path: path.to_string(),
-        id: r.id.clone(),
-        field: "sensitivity.category",
-        label: r.sensitivity.category.clone().unwrap_or_default(),
-    })
-}
-
-/// What training the head gives back.
-pub struct Trained {
-    /// The head, its temperature fitted out of bag.
-    pub head: Head,
-    /// Figures for the card: out-of-bag and dev.
-    pub metrics: Value,
-}
-
-/// Trains the sensitive head on the training styles of `records`: each
-/// record's vector, and for a sensitive record its quote's in-context
-/// vector too (the classifier scores sentences with the same head),
-/// class-weighted, bagged; the temperature is fitted on the out-of-bag
-/// logits of the records `unseen` says the encoder was not trained on.
-/// `None` when there are no records.
-pub fn train_head(
-    encoder: &Encoder,
-    records: &[SensitivityRecord],
-    negatives: &[&str],
-    unseen: &dyn Fn(&SensitivityRecord) -> bool,
-    source: &str,
-    opts: &TrainOptions,
-    progress: &mut dyn FnMut(&str),
-) -> Result<Option<Trained>, LearnError> {
-    let (dev, train): (Vec<&SensitivityRecord>, Vec<&SensitivityRecord>) =
-        records.iter().partition(|r| is_held_out(r));
-    if train.is_empty() {
-        return Ok(None);
-    }
-    let texts: Vec<&str> = train.iter().map(|r| r.text.as_str()).collect();
-    let spans: Vec<Vec<(usize, usize)>> = train
-        .iter()
-        .map(|r| {
-            let q = r
-                .sensitivity
-                .quote
-                .as_deref()
-                .filter(|_| r.sensitivity.sensitive);
-            q.and_then(|q| r.text.find(q).map(|s| vec![(s, s + q.len())]))
-                .unwrap_or_default()
-        })
-        .collect();
-    let encoded = encoder.encode_with_spans(&texts, &spans)?;
-    let dim = encoder.dim();
-    let (mut rows, mut labels, mut group, mut is_record) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for (g, r) in train.iter().enumerate() {
-        let l = label_of(r, source)?;
-        rows.extend_from_slice(&encoded.embeddings[g]);
-        labels.push(l);
-        group.push(g);
-        is_record.push(true);
-        for v in encoded.spans[g].iter().flatten() {
-            rows.extend_from_slice(v);
-            labels.push(l);
-            group.push(g);
-            is_record.push(false);
-        }
-    }
-    // Weak negatives: ordinary memories ([`may_be_sensitive`] filtered),
-    // each its own group, never used for the temperature.
-    for (k, v) in encoder.encode(negatives)?.embeddings.iter().enumerate() {
-        rows.extend_from_slice(v);
-        labels.push(0);
-        group.push(train.len() + k);
-        is_record.push(false);
-    }
-    let x = Tensor::from_vec(rows, (labels.len(), dim), &Device::Cpu)?;
-    let spec = HeadSpec {
-        name: "sensitive".into(),
-        labels: self::labels(),
-        multi_label: false,
-        hidden: 0,
-    };
-    let weights = crate::train::class_weights(&labels, spec.labels.len());
-    let targets = Targets::Single {
-        labels: labels.iter().map(|&l| l as u32).collect(),
-        weights,
-    };
-    let bag = crate::train::train_bagged(&spec, &x, &targets, &group, opts, |_, _, _| {})?;
-    let mut head = bag.head;
-    let oob_rows: Vec<usize> = (0..labels.len())
-        .filter(|&i| is_record[i] && unseen(train[group[i]]) && bag.oob[i].is_some())
-        .collect();
-    let oob: Vec<Vec<f32>> = oob_rows
-        .iter()
-        .filter_map(|&i| bag.oob[i].clone())
-        .collect();
-    let gold: Vec<usize> = oob_rows.iter().map(|&i| labels[i]).collect();
-    head.temperature = fit_temperature_softmax(&oob, &gold);
-    let p_oob: Vec<f64> = oob
-        .iter()
-        .map(|z| 1.0 - softmax_t(z, head.temperature)[0])
-        .collect();
-    let oob_figures = figures(&p_oob, &gold, DEFAULT_THRESHOLD);
-    // The dev styles, scored by the record vector alone (the detector's
-    // full figures, rules included, come from `tomlite eval`).
-    let dev_figures = if dev.is_empty() {
-        Value::Null
-    } else {
-        let texts: Vec<&str> = dev.iter().map(|r| r.text.as_str()).collect();
-        let e = encoder.encode(&texts)?;
-        let flat: Vec<f32> = e.embeddings.concat();
-        let x = Tensor::from_vec(flat, (dev.len(), dim), &Device::Cpu)?;
-        let p: Vec<f64> = head
-            .logits_rows(&x)?
-            .iter()
-            .map(|z| 1.0 - softmax_t(z, head.temperature)[0])
-            .collect();
-        let gold: Vec<usize> = dev
-            .iter()
-            .map(|r| label_of(r, source))
-            .collect::<Result<_, _>>()?;
-        figures(&p, &gold, DEFAULT_THRESHOLD)
-    };
-    progress(&format!(
-        "sensitive head: {} training records and {} ordinary memories ({} rows), temperature {:.3}; out of bag at P >= {DEFAULT_THRESHOLD}: recall {}, controls flagged {}; dev styles ({}): recall {}, controls flagged {}",
-        train.len(),
-        negatives.len(),
-        labels.len(),
-        head.temperature,
-        oob_figures["recall"],
-        oob_figures["control_false_positive_rate"],
-        SENSITIVE_HELD_OUT_STYLES.join(", "),
-        dev_figures["recall"],
-        dev_figures["control_false_positive_rate"],
-    ));
-    Ok(Some(Trained {
-        head,
-        metrics: json!({
-            "training_records": train.len(),
-            "ordinary_memories_as_negatives": negatives.len(),
-            "held_out_styles": SENSITIVE_HELD_OUT_STYLES,
-            "threshold": DEFAULT_THRESHOLD,
-            "out_of_bag": oob_figures,
-            "dev_record_vector_only": dev_figures,
-        }),
-    }))
-}
-
-/// Recall (overall and per category), false positives on the controls and
-/// the ECE of P(sensitive), at `threshold`; `gold` is 0 for a control,
-/// 1 + category otherwise.
-pub fn figures(p: &[f64], gold: &[usize], threshold: f64) -> Value {
-    let pos = gold.iter().filter(|&&g| g > 0).count();
-    let neg = gold.len() - pos;
-    let hit = |i: usize| p[i] >= threshold;
-    let found = (0..gold.len()).filter(|&i| gold[i] > 0 && hit(i)).count();
-    let false_pos = (0..gold.len()).filter(|&i| gold[i] == 0 && hit(i)).count();
-    let per: serde_json::Map<String, Value> = SENSITIVE_CATEGORIES
-        .iter()
-        .enumerate()
-        .map(|(c, name)| {
-            let of: Vec<usize> = (0..gold.len()).filter(|&i| gold[i] == c + 1).collect();
-            let got = of.iter().filter(|&&i| hit(i)).count();
-            (
-                name.to_string(),
-                json!({"support": of.len(), "recall": ratio(got, of.len())}),
-            )
-        })
-        .collect();
-    let correct: Vec<bool> = gold.iter().map(|&g| g > 0).collect();
-    json!({
-        "sensitive": pos,
-        "controls": neg,
-        "recall": ratio(found, pos),
-        "per_category": per,
-        "control_false_positives": false_pos,
-        "control_false_positive_rate": ratio(false_pos, neg),
-        "ece": round4(ece(p, &correct, 10)),
-    })
-}
-
-fn ratio(a: usize, b: usize) -> Value {
-    if b == 0 {
-        Value::Null
-    } else {
-        json!(round4(a as f64 / b as f64))
-    }
-}
-
-fn round4(x: f64) -> f64 {
-    (x * 10_000.0).round() / 10_000.0
-}
-
-/// `tomlite eval --sensitivity`: the detector as the classifier runs it
-/// (head and rules) on labeled records (only the held-out styles with
-/// `dev`): recall overall and per category, false positives on the hard
-/// controls, the ECE of P(sensitive), and how often a detected sensitive
-/// record gets its gold category.
-pub fn eval(clf: &mut Classifier, files: &[PathBuf], dev: bool) -> Result<Value, LearnError> {
-    let records: Vec<SensitivityRecord> = read_all(files)?
-        .into_iter()
-        .filter(|r| !dev || is_held_out(r))
-        .collect();
-    let source = files
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect::<Vec<_>>()
-        .join(", ");
-    let threshold = clf.sensitive_threshold().unwrap_or(DEFAULT_THRESHOLD);
-    let texts: Vec<&str> = records.iter().map(|r| r.text.as_str()).collect();
-    let mut p = Vec::with_capacity(records.len());
-    let mut gold = Vec::with_capacity(records.len());
-    let (mut right_category, mut detected_sensitive) = (0usize, 0usize);
-    let mut quote_hits = 0usize;
-    for (chunk, recs) in texts.chunks(64).zip(records.chunks(64)) {
-        let scores = clf.score(chunk)?;
-        for ((text, r), s) in chunk.iter().zip(recs).zip(&scores) {
-            let g = label_of(r, &source)?;
-            p.push(clf.sensitive_probability(text, s));
-            gold.push(g);
-            if g > 0
-                && let Some(found) = clf.detect_sensitive(text, s)
-            {
-                detected_sensitive += 1;
-                if found.category.as_deref() == r.sensitivity.category.as_deref() {
-                    right_category += 1;
-                }
-                // The quote overlaps the gold line.
-                if let (Some(q), Some(qs), Some(qe)) = (
-                    r.sensitivity.quote.as_deref(),
-                    found.quote.start,
-                    found.quote.end,
-                ) && let Some(gs) = r.text.find(q)
-                    && (qs as usize) < gs + q.len()
-                    && gs < qe as usize
-                {
-                    quote_hits += 1;
-                }
-            }
-        }
-    }
-    let mut out = figures(&p, &gold, threshold);
-    if let Value::Object(o) = &mut out {
-        o.insert("data".into(), json!(source));
-        o.insert("split".into(), json!(if dev { "dev" } else { "all" }));
-        o.insert("records".into(), json!(records.len()));
-        o.insert("threshold".into(), json!(threshold));
-        o.insert(
-            "category_right_when_detected".into(),
-            ratio(right_category, detected_sensitive),
-        );
-        o.insert(
-            "quote_overlaps_gold_line".into(),
-            ratio(quote_hits, detected_sensitive),
-        );
-    }
-    Ok(json!({"sensitivity": out}))
-}
 
 /// P(sensitive) as the head reads a record: its own (1 − P(none) of
 /// `record`) or its surest sentence's, whichever is higher; one line of a
@@ -443,6 +123,10 @@ fn found(
     }
 }
 
+pub(crate) fn round4(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -535,18 +219,5 @@ mod tests {
         // Without a head (older heads) the rules still run.
         let s = detect(text, None, &sentences, &rules, 0.35).unwrap();
         assert_eq!(s.detector.as_deref(), Some("rules:card_number"));
-    }
-
-    #[test]
-    fn figures_count_recall_per_category_and_false_positives_on_controls() {
-        let p = [0.9, 0.2, 0.5, 0.1, 0.6];
-        let gold = [2, 2, 9, 0, 0];
-        let f = figures(&p, &gold, 0.35);
-        assert_eq!(f["recall"], 0.6667);
-        assert_eq!(f["per_category"]["mental_health_self_harm"]["recall"], 0.5);
-        assert_eq!(f["per_category"]["credentials_pii"]["recall"], 1.0);
-        assert_eq!(f["control_false_positives"], 1);
-        assert_eq!(f["control_false_positive_rate"], 0.5);
-        assert!(f["per_category"]["health"]["recall"].is_null());
     }
 }

@@ -30,8 +30,8 @@ use crate::ingest::record::{IngestError, IngestOptions, Item, Record, Reject};
 use crate::rules::decide::{
     Decision, EdgeItem, Exists, Nodes, SensitiveRecord, TagItem, decide, sensitivity,
 };
-use crate::rules::reason::Reason;
 use crate::rules::policy::Policy;
+use crate::rules::reason::Reason;
 use crate::run::events::{Event, EventLog};
 use crate::run::progress::{Progress, ProgressMode};
 use crate::stage::tables::{self, Table, Val};

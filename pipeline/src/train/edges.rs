@@ -18,8 +18,9 @@ use tomlite_models::metrics::{
 use crate::graph::mentions::{CANDIDATE_FEATURES, Candidate, Linker, candidates, fold};
 use crate::graph::nodes::Registry;
 use crate::segment::sentences;
-use crate::train::{LearnError, train_bagged};
+use crate::train::error::LearnError;
 use crate::vocab::TOM_KINDS;
+use tomlite_models::bagging::train_bagged;
 
 /// The person threshold is the lowest (from 0.5 up) whose out-of-bag
 /// precision on the training candidates reaches this: unknown-node edges

@@ -18,6 +18,8 @@
 //! stays as downloaded (the committed heads come from that path).
 
 pub mod edges;
+pub mod error;
+pub mod sensitive;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -39,78 +41,9 @@ use crate::graph::nodes::Registry;
 use crate::ingest::record::{Origin, Record, RecordKind};
 use crate::rules::decide::{Decision, Nodes, decide};
 use crate::rules::policy::Policy;
+pub use crate::train::error::LearnError;
 use crate::vocab::{AFFECTS, INTENSITIES, TOM_KINDS};
-
-/// Errors of training and evaluation.
-#[derive(Debug, thiserror::Error)]
-pub enum LearnError {
-    /// The encoder, the heads or the data failed.
-    #[error(transparent)]
-    Models(Box<tomlite_models::Error>),
-    /// A tensor operation failed.
-    #[error("tensor operation failed")]
-    Candle(#[from] candle_core::Error),
-    /// The classifier could not be loaded.
-    #[error(transparent)]
-    Classifier(Box<crate::annotate::classifier::ClassifierError>),
-    /// A label in the data is outside the vocabulary.
-    #[error("{path}: record {id}: {field} `{label}` is not in the vocabulary")]
-    Label {
-        /// The data file.
-        path: String,
-        /// The record.
-        id: String,
-        /// The field.
-        field: &'static str,
-        /// The label.
-        label: String,
-    },
-    /// The curated decisions cannot be read.
-    #[error(transparent)]
-    Curated(Box<crate::curate::CurateError>),
-    /// The training registry cannot be used.
-    #[error(transparent)]
-    Nodes(Box<crate::graph::nodes::NodesError>),
-    /// The adapters' card cannot be updated.
-    #[error("cannot update {}", path.display())]
-    Card {
-        /// The card.
-        path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// Stale adapters cannot be removed from the output folder.
-    #[error("cannot remove {}", path.display())]
-    Remove {
-        /// The file.
-        path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A data file cannot be hashed.
-    #[error("cannot read {}", path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-impl From<tomlite_models::Error> for LearnError {
-    fn from(e: tomlite_models::Error) -> Self {
-        Self::Models(Box::new(e))
-    }
-}
-
-impl From<crate::annotate::classifier::ClassifierError> for LearnError {
-    fn from(e: crate::annotate::classifier::ClassifierError) -> Self {
-        Self::Classifier(Box::new(e))
-    }
-}
+use tomlite_models::bagging::{BAG_MEMBERS, class_weights, train_bagged};
 
 /// What `tomlite train` needs.
 #[derive(Debug, Clone)]
@@ -419,101 +352,6 @@ fn curated_set(rows: &[crate::curate::CuratedRow]) -> CuratedSet {
     c
 }
 
-/// Members of the bagged linear heads.
-const BAG_MEMBERS: usize = 9;
-
-/// A linear head bagged over records, with its out-of-bag logits.
-///
-/// Each of [`BAG_MEMBERS`] members trains on a bootstrap sample of the
-/// records (a record and its quotes drawn together) with its own seed; the
-/// head is their weight average ([`Head::average`]: the mean of their
-/// logits). Every record is left out by about a third of the members, and
-/// the mean of those members' logits on it is an honest held-out score
-/// from the training data alone: the temperature is fitted on these, not
-/// on the dev split, which stays untouched for evaluation.
-pub(crate) struct Bagged {
-    pub(crate) head: Head,
-    /// The members, each with which groups (records) its sample drew.
-    pub(crate) members: Vec<(Head, Vec<bool>)>,
-    /// Per example: mean logits of the members that did not see it, or
-    /// `None` when every member saw it.
-    pub(crate) oob: Vec<Option<Vec<f32>>>,
-}
-
-pub(crate) fn train_bagged(
-    spec: &HeadSpec,
-    x: &Tensor,
-    targets: &Targets,
-    group: &[usize],
-    opts: &TrainOptions,
-    mut on_epoch: impl FnMut(usize, usize, f64),
-) -> Result<Bagged, LearnError> {
-    let groups = group.iter().copied().max().map_or(0, |g| g + 1);
-    let mut rows_of: Vec<Vec<u32>> = vec![Vec::new(); groups];
-    for (i, &g) in group.iter().enumerate() {
-        rows_of[g].push(i as u32);
-    }
-    let mut rng = tomlite_models::heads::Rng::new(opts.seed ^ 0xBA66_ED00);
-    let out = spec.labels.len();
-    let mut oob_sum = vec![vec![0f32; out]; group.len()];
-    let mut oob_n = vec![0usize; group.len()];
-    let mut members = Vec::with_capacity(BAG_MEMBERS);
-    for m in 0..BAG_MEMBERS {
-        let mut drawn = vec![0usize; groups];
-        for _ in 0..groups {
-            drawn[(rng.next_u64() % groups as u64) as usize] += 1;
-        }
-        let rows: Vec<u32> = drawn
-            .iter()
-            .enumerate()
-            .flat_map(|(g, &c)| std::iter::repeat_n(&rows_of[g], c).flatten().copied())
-            .collect();
-        let idx = Tensor::from_vec(rows.clone(), rows.len(), x.device())?;
-        let xb = x.index_select(&idx, 0)?;
-        let tb = match targets {
-            Targets::Multi(t) => {
-                Targets::Multi(rows.iter().map(|&r| t[r as usize].clone()).collect())
-            }
-            Targets::Single { labels, weights } => Targets::Single {
-                labels: rows.iter().map(|&r| labels[r as usize]).collect(),
-                weights: rows.iter().map(|&r| weights[r as usize]).collect(),
-            },
-        };
-        let member_opts = TrainOptions {
-            seed: opts.seed.wrapping_add(m as u64),
-            ..opts.clone()
-        };
-        let head = Head::train(spec.clone(), &xb, &tb, &member_opts, |e, l| {
-            on_epoch(m, e, l)
-        })?;
-        let left_out: Vec<u32> = (0..group.len() as u32)
-            .filter(|&i| drawn[group[i as usize]] == 0)
-            .collect();
-        if !left_out.is_empty() {
-            let idx = Tensor::from_vec(left_out.clone(), left_out.len(), x.device())?;
-            let z = head.logits_rows(&x.index_select(&idx, 0)?)?;
-            for (&i, z) in left_out.iter().zip(z) {
-                for (s, v) in oob_sum[i as usize].iter_mut().zip(z) {
-                    *s += v;
-                }
-                oob_n[i as usize] += 1;
-            }
-        }
-        members.push((head, drawn.iter().map(|&c| c > 0).collect()));
-    }
-    let oob = oob_sum
-        .into_iter()
-        .zip(oob_n)
-        .map(|(s, n)| (n > 0).then(|| s.into_iter().map(|v| v / n as f32).collect()))
-        .collect();
-    let heads: Vec<Head> = members.iter().map(|(h, _)| h.clone()).collect();
-    Ok(Bagged {
-        head: Head::average(&heads)?,
-        members,
-        oob,
-    })
-}
-
 fn multi_hot(kinds: &[Vec<usize>], n: usize) -> Vec<Vec<f32>> {
     kinds
         .iter()
@@ -523,21 +361,6 @@ fn multi_hot(kinds: &[Vec<usize>], n: usize) -> Vec<Vec<f32>> {
                 .collect()
         })
         .collect()
-}
-
-/// Loss weight per example: inverse square root of its class frequency,
-/// normalised to mean 1, so rare affects are not drowned by the common ones.
-pub(crate) fn class_weights(labels: &[usize], n: usize) -> Vec<f32> {
-    let mut count = vec![0usize; n];
-    for &l in labels {
-        count[l] += 1;
-    }
-    let w: Vec<f32> = count
-        .iter()
-        .map(|&c| if c == 0 { 0.0 } else { 1.0 / (c as f32).sqrt() })
-        .collect();
-    let mean = labels.iter().map(|&l| w[l]).sum::<f32>() / labels.len().max(1) as f32;
-    labels.iter().map(|&l| w[l] / mean).collect()
 }
 
 /// sha256 of every data file, keyed `<folder>/<file>`.
@@ -607,7 +430,7 @@ fn finetune_examples(data: &FineTuneData<'_>) -> Vec<Example> {
                 tr.intensity[i] as u32,
             );
             // An ordinary memory is a weak negative of the sensitive head.
-            if !data.sensitivity.is_empty() && !crate::annotate::sensitive::may_be_sensitive(text) {
+            if !data.sensitivity.is_empty() && !crate::train::sensitive::may_be_sensitive(text) {
                 e.sensitive = Some(0);
             }
             e
@@ -621,10 +444,10 @@ fn finetune_examples(data: &FineTuneData<'_>) -> Vec<Example> {
     // Sensitive content: each training record and its line (the quote),
     // outside the held-out styles and the calibration slice.
     for r in data.sensitivity {
-        if crate::annotate::sensitive::is_held_out(r) || is_calibration(&r.id) {
+        if crate::train::sensitive::is_held_out(r) || is_calibration(&r.id) {
             continue;
         }
-        let Some(label) = crate::annotate::sensitive::label_index(r) else {
+        let Some(label) = crate::train::sensitive::label_index(r) else {
             continue;
         };
         out.push(Example::sensitive_only(r.text.clone(), label as u32));
@@ -867,7 +690,7 @@ pub fn train_with_steps(
     };
     let cur = curated_set(&curated_rows);
     let data_hashes = data_hashes(cfg)?;
-    let sensitivity = crate::annotate::sensitive::read_all(&cfg.sensitivity_files)?;
+    let sensitivity = crate::train::sensitive::read_all(&cfg.sensitivity_files)?;
     let finetuned = match &cfg.finetune {
         Some(ft) => Some(finetune(
             cfg,
@@ -1138,9 +961,9 @@ pub fn train_with_steps(
     let ordinary: Vec<&str> = train_recs
         .iter()
         .map(|r| r.text.as_str())
-        .filter(|t| !crate::annotate::sensitive::may_be_sensitive(t))
+        .filter(|t| !crate::train::sensitive::may_be_sensitive(t))
         .collect();
-    let sensitive = crate::annotate::sensitive::train_head(
+    let sensitive = crate::train::sensitive::train_head(
         &encoder,
         &sensitivity,
         &ordinary,
