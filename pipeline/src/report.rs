@@ -713,7 +713,7 @@ pub fn markdown(data: &Value) -> String {
                 md(f["source"].as_str().unwrap_or("")),
                 f["line"],
                 f["failures"],
-                crate::run::POISON_AFTER,
+                tomlite_staging::retry::POISON_AFTER,
                 md(f["error"].as_str().unwrap_or(""))
             );
         }

@@ -17,6 +17,11 @@ pub const MAX_RETRIES: u32 = 2;
 /// Wait before retry 1; doubled for retry 2.
 pub const BACKOFF: Duration = Duration::from_millis(100);
 
+/// Failed runs of the same content after which a record is poison: skipped
+/// until the record or the annotator changes (the seed's bounded retries
+/// across nights, where the retries above are within one).
+pub const POISON_AFTER: u32 = 3;
+
 /// The retry budget of a run, and what it used.
 #[derive(Debug)]
 pub struct Retry {

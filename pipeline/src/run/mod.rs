@@ -109,8 +109,7 @@ impl RunConfig {
     }
 }
 
-/// Failed runs of the same content after which a record is poison.
-pub const POISON_AFTER: u32 = 3;
+pub use tomlite_staging::retry::POISON_AFTER;
 /// Default of [`RunConfig::max_failed_share`].
 pub const DEFAULT_MAX_FAILED_SHARE: f64 = 0.1;
 /// A batch fails the run only with at least this many failed records.
