@@ -28,7 +28,6 @@
 //! ```
 
 pub mod annotate;
-pub mod contract;
 pub mod curate;
 pub mod graph;
 pub mod hash;

@@ -544,7 +544,7 @@ fn main() -> ExitCode {
         Command::Contract(ContractCommand::Schema) => {
             println!(
                 "{}",
-                serde_json::to_string_pretty(&tomlite::contract::schema()).unwrap_or_default()
+                serde_json::to_string_pretty(&tomlite_contract::schema()).unwrap_or_default()
             );
             Ok(())
         }
@@ -1145,10 +1145,10 @@ fn print_summary(s: &RunSummary) {
 }
 
 fn cmd_contract_lint(args: ContractLintArgs) -> Result<(), Failure> {
-    use tomlite::contract::Severity;
+    use tomlite_contract::Severity;
     let mut all = Vec::new();
     for f in &args.files {
-        all.extend(tomlite::contract::lint_file(f));
+        all.extend(tomlite_contract::lint_file(f));
     }
     let errors = all.iter().filter(|f| f.severity == Severity::Error).count();
     let warnings = all.len() - errors;

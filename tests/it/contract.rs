@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use serde_json::Value;
-use tomlite::contract::{REQUIRED_SECTIONS, Rule};
+use tomlite_contract::{REQUIRED_SECTIONS, Rule};
 
 use crate::common::*;
 

@@ -28,8 +28,8 @@
 //!
 //! ```
 //! let yaml = "schema: oc_subagent.persona.v1\nid: x\nkind: worker\n";
-//! let findings = tomlite::contract::lint_str("x.yaml", yaml);
-//! assert!(findings.iter().any(|f| f.rule == tomlite::contract::Rule::MissingSection));
+//! let findings = tomlite_contract::lint_str("x.yaml", yaml);
+//! assert!(findings.iter().any(|f| f.rule == tomlite_contract::Rule::MissingSection));
 //! ```
 
 use serde::Serialize;
@@ -320,7 +320,7 @@ pub fn lint_str(file: &str, text: &str) -> Vec<Finding> {
             Rule::YamlUnreadable,
             format!(
                 "a contract is a YAML mapping, found {}",
-                crate::ingest::record::json_type(&other)
+                json_type(&other)
             ),
         ),
         Err(e) => l.add("$", Rule::YamlUnreadable, format!("not valid YAML: {e}")),
@@ -1168,6 +1168,18 @@ pub fn schema() -> Value {
             "proof_tasks": {"type": "array"}
         }
     })
+}
+
+/// The JSON type of a value, for messages ("a string", "an array").
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 #[cfg(test)]
