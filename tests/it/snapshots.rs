@@ -24,9 +24,9 @@ const FILTERS: &[(&str, &str)] = &[
     ),
     // report.md: "Annotator `…`, policy `…`, 0.0 s."
     (r"(policy `[0-9a-f]+`, )\d+\.\d s\.", "${1}[DURATION] s."),
-    // The receipt's list of sealed files: every file but the tables names the
-    // run id (the tables hold it too), so their hashes change every run; the
-    // reports also print the run's duration, so their sizes may change.
+    // The receipt's list of sealed files: each of them holds the run id (the
+    // tables in a column), so their hashes change every run; the reports
+    // also print the run's duration, so their sizes may change.
     (
         r#"("name": "[^"]+",\s*"sha256": )"[0-9a-f]{64}""#,
         r#"${1}"[SHA256]""#,
