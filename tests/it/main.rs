@@ -19,6 +19,7 @@ mod policy;
 mod registry;
 mod sample;
 mod sensitive;
+mod snapshots;
 mod staging;
 mod verdict;
 mod verify;
