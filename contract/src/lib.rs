@@ -318,10 +318,7 @@ pub fn lint_str(file: &str, text: &str) -> Vec<Finding> {
         Ok(other) => l.add(
             "$",
             Rule::YamlUnreadable,
-            format!(
-                "a contract is a YAML mapping, found {}",
-                json_type(&other)
-            ),
+            format!("a contract is a YAML mapping, found {}", json_type(&other)),
         ),
         Err(e) => l.add("$", Rule::YamlUnreadable, format!("not valid YAML: {e}")),
     }

@@ -12,6 +12,7 @@ mod finetune;
 mod fuzz_corpus;
 mod ingest;
 mod inputs;
+mod layout;
 #[cfg(feature = "failpoints")]
 mod ops;
 mod outputs;
