@@ -1,12 +1,13 @@
 //! `tomlite`: the nightly ToM-lite annotation job for persona-memory records.
 //!
 //! Records (JSONL, Parquet or a folder of journals) stream through
-//! ingest → skip-unchanged → annotate → validate/decide → stage. The
-//! validator trusts no annotator: every tag and edge is checked against the
-//! controlled vocabulary ([`vocab`]), the policy ([`policy`]) and its
-//! verbatim quote, and is promoted or quarantined with every reason that
-//! applies ([`decide`]). Outputs land in a staging directory committed
-//! atomically by the `tomlite-staging` crate.
+//! [`ingest`] → skip-unchanged → [`annotate`] → [`rules`] → [`stage`], in
+//! the order [`run`] drives them. The validator trusts no annotator: every
+//! tag and edge is checked against the controlled vocabulary ([`vocab`]),
+//! the policy ([`rules::policy`]) and its verbatim quote, and is promoted
+//! or quarantined with every reason that applies ([`rules::decide`]).
+//! Outputs land in a staging directory committed atomically by the
+//! `tomlite-staging` crate. ARCHITECTURE.md maps the folders.
 //!
 //! ```no_run
 //! use std::path::PathBuf;

@@ -1,5 +1,5 @@
-//! Input records and their ingestion from JSONL, Parquet and folders of
-//! `.md`/`.txt` journals.
+//! Input records: their types, the field rules every reader applies
+//! ([`record_from_map`]), and what a reader yields.
 //!
 //! Every source is streamed: an iterator yields one [`Item`] at a time, a
 //! valid [`Record`] or a [`Reject`] that names the source, the 1-based line
