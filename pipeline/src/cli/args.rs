@@ -13,6 +13,7 @@ use clap::{Args, Parser, Subcommand};
     about = "Nightly ToM-lite annotation of persona-memory records"
 )]
 pub struct Cli {
+    /// The subcommand to run.
     #[command(subcommand)]
     pub command: Command,
 }
@@ -163,6 +164,7 @@ pub struct AnnotateArgs {
     /// Policy file (for `classifier_policy.abstain_below` and the text limit).
     #[arg(long)]
     pub policy: Option<PathBuf>,
+    /// The classifier's flags.
     #[command(flatten)]
     pub model: ModelArgs,
     /// Persona of journal files that sit directly in an input folder.
@@ -260,6 +262,7 @@ pub struct EvalArgs {
     /// `mentions`, `unknown_mentions`, `links_to`).
     #[arg(long)]
     pub nodes: Option<PathBuf>,
+    /// The classifier's flags.
     #[command(flatten)]
     pub model: ModelArgs,
 }
@@ -300,6 +303,7 @@ pub struct RunArgs {
     /// Persona of journal files that sit directly in an input folder.
     #[arg(long)]
     pub journal_persona: Option<String>,
+    /// The classifier's flags.
     #[command(flatten)]
     pub model: ModelArgs,
     /// Stop taking new records near this local time (HH:MM within the next
