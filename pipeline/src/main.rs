@@ -1,9 +1,11 @@
-//! The `tomlite` command line: parses flags, resolves them into the
-//! library's plain config structs, runs, prints a one-screen summary and
-//! exits with an explicit [`ExitStatus`].
+//! The `tomlite` command line: parses flags ([`cli::args`]), resolves them
+//! with the policy file and the environment into settings and the library's
+//! plain config structs ([`cli::settings`]), runs the command
+//! ([`cli::commands`]), prints ([`cli::summary`]) and exits with an explicit
+//! [`ExitStatus`].
 //!
-//! Standard output goes through [`cli::stdout`]: this file's `println!` and
-//! `print!` are the macros below, not the standard ones, so a reader that
+//! Standard output goes through [`cli::stdout`]: the binary's `println!`
+//! and `print!` are the macros below, not the standard ones, so a reader that
 //! has gone away (`tomlite curate status | head -1`) ends the output
 //! quietly instead of a panic.
 
@@ -24,6 +26,7 @@ macro_rules! println {
     };
 }
 
+// Declared after the macros, so that its modules print through them.
 mod cli;
 
 use std::process::ExitCode;
@@ -59,8 +62,8 @@ enum ExitStatus {
 }
 
 impl From<ExitStatus> for ExitCode {
-    fn from(s: ExitStatus) -> Self {
-        ExitCode::from(s as u8)
+    fn from(status: ExitStatus) -> Self {
+        ExitCode::from(status as u8)
     }
 }
 

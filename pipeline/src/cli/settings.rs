@@ -250,13 +250,8 @@ impl RunSettings {
             .as_deref()
             .map(tomlite::run::Shard::parse)
             .transpose()
-            .map_err(|e| Failure::config(anyhow!(e)))?;
-        if !(0.0..=1.0).contains(&args.max_failed_share) {
-            return Err(Failure::config(anyhow!(
-                "--max-failed-share {} is not a share between 0 and 1",
-                args.max_failed_share
-            )));
-        }
+            .map_err(|error| Failure::config(anyhow!(error)))?;
+        check_failed_share(args.max_failed_share)?;
         let heartbeat = heartbeat(args.heartbeat_seconds)?;
         let record_timeout = args.record_timeout.map(record_timeout).transpose()?;
         let mut config = RunConfig::new(args.input, staging, loaded.policy);
@@ -329,6 +324,16 @@ fn check_inputs(inputs: &[PathBuf]) -> Result<(), Failure> {
         }
         // A device, or a Parquet input that is a pipe: refused before the run.
         tomlite::ingest::check_input(input).map_err(Failure::config)?;
+    }
+    Ok(())
+}
+
+/// `--max-failed-share`: a share between 0 and 1.
+fn check_failed_share(share: f64) -> Result<(), Failure> {
+    if !(0.0..=1.0).contains(&share) {
+        return Err(Failure::config(anyhow!(
+            "--max-failed-share {share} is not a share between 0 and 1"
+        )));
     }
     Ok(())
 }
@@ -461,7 +466,7 @@ pub fn train_config(args: TrainArgs) -> Result<TrainConfig, Failure> {
         max_goemotions: args.max_goemotions,
         nodes: args
             .nodes
-            .or_else(|| Some(repo_path("data/training/nodes.jsonl")).filter(|p| p.exists())),
+            .or_else(|| Some(repo_path("data/training/nodes.jsonl")).filter(|path| path.exists())),
         curated: args.curated,
         cache: train_cache(args.cache),
         finetune,

@@ -74,10 +74,11 @@ fn annotate_input(
     out: &mut BufWriter<File>,
     counts: &mut AnnotateCounts,
 ) -> Result<(), Failure> {
-    let items = tomlite::ingest::open(input, &settings.ingest).map_err(|e| failed(e.into()))?;
+    let items =
+        tomlite::ingest::open(input, &settings.ingest).map_err(|error| failed(error.into()))?;
     let mut batch: Vec<Record> = Vec::new();
     for item in items {
-        match item.map_err(|e| failed(e.into()))? {
+        match item.map_err(|error| failed(error.into()))? {
             Item::Record(record) => {
                 counts.records += 1;
                 batch.push(*record);
