@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::Value;
 use tomlite::annotate::classifier::Classifier;
-use tomlite::contract::{Finding, Severity};
+use tomlite_contract::{Finding, Severity};
 use tomlite::curate::ApplyReport;
 use tomlite::run::{RunSummary, StopCondition};
 use tomlite::stage::verify::Verification;

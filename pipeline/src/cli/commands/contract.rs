@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::anyhow;
-use tomlite::contract::Severity;
+use tomlite_contract::Severity;
 
 use crate::cli::summary;
 use crate::{ExitStatus, Failure};
@@ -13,7 +13,7 @@ use crate::{ExitStatus, Failure};
 pub fn lint(files: &[PathBuf], json: bool) -> Result<(), Failure> {
     let findings: Vec<_> = files
         .iter()
-        .flat_map(|file| tomlite::contract::lint_file(file))
+        .flat_map(|file| tomlite_contract::lint_file(file))
         .collect();
     let errors = findings
         .iter()
@@ -48,7 +48,7 @@ pub fn lint(files: &[PathBuf], json: bool) -> Result<(), Failure> {
 pub fn schema() -> Result<(), Failure> {
     println!(
         "{}",
-        serde_json::to_string_pretty(&tomlite::contract::schema()).unwrap_or_default()
+        serde_json::to_string_pretty(&tomlite_contract::schema()).unwrap_or_default()
     );
     Ok(())
 }
