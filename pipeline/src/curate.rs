@@ -17,7 +17,10 @@ use serde_json::{Map, Value, json};
 use tomlite_staging::{StagingDir, State};
 
 use crate::graph::nodes::Registry;
-use crate::stage::tables::{self, Table, Val};
+use crate::stage::read;
+use crate::stage::tables::{
+    CuratedDecisionRow, CuratedDecisions, Quarantine, QuoteCells, StagedTable, Table,
+};
 use crate::vocab::TOM_KINDS;
 
 /// The curated table, under the staging root.
@@ -158,9 +161,8 @@ fn u(m: &Map<String, Value>, k: &str) -> Option<u64> {
     m.get(k).and_then(Value::as_u64)
 }
 
-fn read_table(path: &Path, cols: tables::Columns) -> Result<Vec<Map<String, Value>>, CurateError> {
-    let names: Vec<&str> = cols.iter().map(|c| c.0).collect();
-    crate::ingest::parquet::rows(path, &names).map_err(|e| CurateError::Table {
+fn read_table<T: StagedTable>(path: &Path) -> Result<Vec<Map<String, Value>>, CurateError> {
+    read::all_rows::<T>(path).map_err(|e| CurateError::Table {
         path: path.to_path_buf(),
         message: e.to_string(),
     })
@@ -174,7 +176,7 @@ impl Curated {
         if !path.exists() {
             return Ok(c);
         }
-        for m in read_table(&path, tables::CURATED)? {
+        for m in read_table::<CuratedDecisions>(&path)? {
             let row = CuratedRow {
                 run_id: s(&m, "run_id").unwrap_or_default(),
                 item_id: s(&m, "item_id").unwrap_or_default(),
@@ -254,36 +256,38 @@ impl Curated {
             source,
         })?;
         let tmp = path.with_extension("parquet.tmp");
-        let mut t = Table::create_at(&tmp, "curated", tables::CURATED)?;
+        let mut table = Table::<CuratedDecisions>::create_at(&tmp)?;
         for r in self.rows.values() {
-            t.push(&[
-                Val::S(Some(&r.run_id)),
-                Val::S(Some(&r.item_id)),
-                Val::S(Some(&r.item_type)),
-                Val::S(Some(&r.record_id)),
-                Val::S(Some(&r.persona_id)),
-                Val::S(r.record_kind.as_deref()),
-                Val::S(Some(&r.decision)),
-                Val::S(r.label.as_deref()),
-                Val::S(r.original_label.as_deref()),
-                Val::S(r.target_node.as_deref()),
-                Val::S(r.original_target_node.as_deref()),
-                Val::S(r.target_mention.as_deref()),
-                Val::S(r.edge_key.as_deref()),
-                Val::S(r.affect.as_deref()),
-                Val::S(r.intensity.as_deref()),
-                Val::S(r.source_quote.as_deref()),
-                Val::U(r.quote_start),
-                Val::U(r.quote_end),
-                Val::S(Some(&r.record_text)),
-                Val::S(r.record_fingerprint.as_deref()),
-                Val::S(Some(&r.curator)),
-                Val::S(r.note.as_deref()),
-                Val::S(Some(&r.decided_at)),
-                Val::S(Some(&r.applied_at)),
-            ])?;
+            table.push(&CuratedDecisionRow {
+                run_id: &r.run_id,
+                item_id: &r.item_id,
+                item_type: &r.item_type,
+                record_id: &r.record_id,
+                persona_id: &r.persona_id,
+                record_kind: r.record_kind.as_deref(),
+                decision: &r.decision,
+                label: r.label.as_deref(),
+                original_label: r.original_label.as_deref(),
+                target_node: r.target_node.as_deref(),
+                original_target_node: r.original_target_node.as_deref(),
+                target_mention: r.target_mention.as_deref(),
+                edge_key: r.edge_key.as_deref(),
+                affect: r.affect.as_deref(),
+                intensity: r.intensity.as_deref(),
+                quote: QuoteCells {
+                    source_quote: r.source_quote.as_deref(),
+                    quote_start: r.quote_start,
+                    quote_end: r.quote_end,
+                },
+                record_text: &r.record_text,
+                record_fingerprint: r.record_fingerprint.as_deref(),
+                curator: &r.curator,
+                note: r.note.as_deref(),
+                decided_at: &r.decided_at,
+                applied_at: &r.applied_at,
+            })?;
         }
-        t.close()?;
+        table.close()?;
         std::fs::rename(&tmp, &path).map_err(|source| CurateError::Io {
             path: path.clone(),
             source,
@@ -367,7 +371,7 @@ fn run_items(staging: &Path, run_id: &str, cache: &mut RunItems) -> Result<(), C
     let path = staging.join("runs").join(run_id).join("quarantine.parquet");
     let items = if path.is_file() {
         Some(
-            read_table(&path, tables::QUARANTINE)?
+            read_table::<Quarantine>(&path)?
                 .into_iter()
                 .filter_map(|m| s(&m, "item_id").map(|id| (id, m)))
                 .collect(),
@@ -781,7 +785,7 @@ pub fn status(staging: &Path, decisions: Option<&Path>) -> Result<Value, CurateE
             continue;
         }
         let (mut queued, mut open) = (0u64, 0u64);
-        for q in read_table(&path, tables::QUARANTINE)? {
+        for q in read_table::<Quarantine>(&path)? {
             queued += 1;
             let record = s(&q, "record_id").unwrap_or_default();
             let current = state.get(&record).is_some_and(|e| state.run(e) == run);

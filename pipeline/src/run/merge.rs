@@ -24,14 +24,7 @@ use crate::run::events::{Event, EventLog};
 use crate::run::{Counts, RunSummary, SensitiveCounts, StopCondition};
 
 /// The tables a run directory holds.
-pub const TABLES: [&str; 6] = [
-    "promoted_tags",
-    "promoted_edges",
-    "quarantine",
-    "abstained",
-    "sensitive",
-    "rejects",
-];
+pub const TABLES: [&str; 6] = crate::stage::tables::RUN_TABLES;
 
 /// Why a merge did not happen.
 #[derive(Debug, thiserror::Error)]

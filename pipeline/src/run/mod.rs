@@ -9,6 +9,7 @@ pub mod events;
 pub mod failed;
 pub mod merge;
 pub mod progress;
+mod stage_rows;
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -34,7 +35,8 @@ use crate::rules::policy::Policy;
 use crate::rules::reason::Reason;
 use crate::run::events::{Event, EventLog};
 use crate::run::progress::{Progress, ProgressMode};
-use crate::stage::tables::{self, Table, Val};
+use crate::run::stage_rows::{RejectedInput, StagedTables, parse_cells};
+use crate::stage::tables::ParseCells;
 
 /// Everything a run needs, resolved from the command line and the policy.
 #[derive(Debug, Clone)]
@@ -387,15 +389,6 @@ impl Nodes for RunNodes<'_> {
     }
 }
 
-struct Tables {
-    promoted_tags: Table,
-    promoted_edges: Table,
-    quarantine: Table,
-    abstained: Table,
-    sensitive: Table,
-    rejects: Table,
-}
-
 /// A record whose edges wait for the end of the input.
 struct Pending {
     record: Record,
@@ -412,7 +405,7 @@ struct Ctx<'a> {
     run_id: String,
     info: AnnotatorInfo,
     policy_sha: String,
-    tables: Tables,
+    tables: StagedTables,
     counts: Counts,
     reasons: BTreeMap<String, u64>,
     sensitive: SensitiveCounts,
@@ -757,14 +750,7 @@ fn run_body(
         ..Default::default()
     })?;
 
-    let tables = Tables {
-        promoted_tags: Table::create(&mut run, "promoted_tags", tables::PROMOTED_TAGS)?,
-        promoted_edges: Table::create(&mut run, "promoted_edges", tables::PROMOTED_EDGES)?,
-        quarantine: Table::create(&mut run, "quarantine", tables::QUARANTINE)?,
-        abstained: Table::create(&mut run, "abstained", tables::ABSTAINED)?,
-        sensitive: Table::create(&mut run, "sensitive", tables::SENSITIVE)?,
-        rejects: Table::create(&mut run, "rejects", tables::REJECTS)?,
-    };
+    let tables = StagedTables::create(&mut run, &info.id, &run_id)?;
     let mut ctx = Ctx {
         cfg,
         run_id: run_id.clone(),
@@ -793,7 +779,7 @@ fn run_body(
     let first_shard = cfg.shard.is_none_or(|s| s.index == 0);
     for r in annotator.input_problems() {
         if first_shard {
-            ctx.reject(&r, "annotations")?;
+            ctx.reject(&r, RejectedInput::Annotations)?;
             ctx.counts.annotation_rejects += 1;
         }
     }
@@ -858,7 +844,7 @@ fn run_body(
                     }
                     ctx.counts.records_in += 1;
                     ctx.counts.rejected += 1;
-                    ctx.reject(&r, "records")?;
+                    ctx.reject(&r, RejectedInput::Records)?;
                 }
                 Item::Record(rec) => {
                     let mine = cfg.shard.is_none_or(|s| s.owns(&rec.persona_id));
@@ -879,7 +865,7 @@ fn run_body(
                                 "duplicate id: an earlier line or row of the input has the same id"
                                     .into(),
                         };
-                        ctx.reject(&r, "records")?;
+                        ctx.reject(&r, RejectedInput::Records)?;
                         continue;
                     }
                     seen.ids.insert(rec.id.as_str().into(), true);
@@ -969,7 +955,7 @@ fn run_body(
                 .as_deref()
                 .is_some_and(|id| seen.ids.contains_key(id));
             if first_shard && !elsewhere {
-                ctx.reject(&r, "annotations")?;
+                ctx.reject(&r, RejectedInput::Annotations)?;
                 ctx.counts.annotation_rejects += 1;
             }
         }
@@ -1031,15 +1017,7 @@ fn run_body(
         ..
     } = ctx;
     let mut paths = Vec::new();
-    for (name, t) in [
-        ("promoted_tags", tables.promoted_tags),
-        ("promoted_edges", tables.promoted_edges),
-        ("quarantine", tables.quarantine),
-        ("abstained", tables.abstained),
-        ("sensitive", tables.sensitive),
-        ("rejects", tables.rejects),
-    ] {
-        let closed = t.close()?;
+    for (name, closed) in tables.close()? {
         paths.push(
             std::path::absolute(&closed)
                 .unwrap_or(closed)
@@ -1206,15 +1184,8 @@ pub fn new_run_id(runs: &Path, now: chrono::DateTime<chrono::Utc>) -> String {
 }
 
 impl Ctx<'_> {
-    fn reject(&mut self, r: &Reject, input: &str) -> Result<(), RunError> {
-        self.tables.rejects.push(&[
-            Val::S(Some(&r.source)),
-            Val::U(Some(r.line)),
-            Val::S(r.record_id.as_deref()),
-            Val::S(r.field.as_deref()),
-            Val::S(Some(&r.error)),
-            Val::S(Some(input)),
-        ])?;
+    fn reject(&mut self, r: &Reject, input: RejectedInput) -> Result<(), RunError> {
+        self.tables.reject(r, input)?;
         Ok(())
     }
 
@@ -1404,7 +1375,7 @@ impl Ctx<'_> {
         );
         self.failure(
             rec,
-            "annotation_failed",
+            RejectedInput::AnnotationFailed,
             &message,
             json!({"kind": "failed", "error": error}),
             failures,
@@ -1418,26 +1389,19 @@ impl Ctx<'_> {
             "poison: annotation of this content failed in {failures} runs (last: run {last_run}); skipped until the record or the annotator changes"
         );
         let entry = json!({"kind": "poison", "last_failed_run": last_run});
-        self.failure(rec, "poison", &message, entry, failures)
+        self.failure(rec, RejectedInput::Poison, &message, entry, failures)
     }
 
     /// The reject row and the receipt entry of a failed or poison record.
     fn failure(
         &mut self,
         rec: &Record,
-        input: &str,
+        input: RejectedInput,
         message: &str,
         mut entry: serde_json::Value,
         failures: u32,
     ) -> Result<(), RunError> {
-        self.tables.rejects.push(&[
-            Val::S(Some(&rec.origin.source)),
-            Val::U(Some(rec.origin.line)),
-            Val::S(Some(&rec.id)),
-            Val::S(Some("annotation")),
-            Val::S(Some(message)),
-            Val::S(Some(input)),
-        ])?;
+        self.tables.failed_record(rec, input, message)?;
         entry["record_id"] = json!(rec.id);
         entry["source"] = json!(rec.origin.source);
         entry["line"] = json!(rec.origin.line);
@@ -1453,20 +1417,9 @@ impl Ctx<'_> {
         why: &str,
         read_as: Option<ReadAs>,
     ) -> Result<(), RunError> {
-        let (class, shape) = read_as_cells(read_as);
         self.counts.abstained += 1;
-        self.tables.abstained.push(&[
-            Val::S(Some(&rec.id)),
-            Val::S(Some(&rec.persona_id)),
-            Val::S(Some(&rec.source_path)),
-            Val::S(best.map(|b| b.0.as_str())),
-            Val::F(best.map(|b| b.1)),
-            Val::S(Some(why)),
-            Val::S(Some(&self.info.id)),
-            Val::S(Some(&self.run_id)),
-            class,
-            shape,
-        ])?;
+        self.tables
+            .abstained(rec, best, why, parse_cells(read_as))?;
         Ok(())
     }
 
@@ -1477,25 +1430,7 @@ impl Ctx<'_> {
             return Ok(());
         };
         self.sensitive.add(s);
-        let d = s.detection.as_ref();
-        let flags: Vec<&str> = s.flags.iter().map(String::as_str).collect();
-        self.tables.sensitive.push(&[
-            Val::S(Some(&rec.id)),
-            Val::S(Some(&rec.persona_id)),
-            Val::S(Some(&rec.source_path)),
-            Val::S(Some(rec.kind.as_str())),
-            Val::S(d.and_then(|d| d.category.as_deref())),
-            Val::F(d.and_then(|d| d.confidence)),
-            Val::S(d.and_then(|d| d.detector.as_deref())),
-            Val::L(&flags),
-            Val::U(Some(u64::from(s.safety))),
-            Val::S(d.and_then(|d| d.quote.text.as_deref())),
-            Val::U(d.and_then(|d| d.quote.start)),
-            Val::U(d.and_then(|d| d.quote.end)),
-            Val::S(Some(&rec.text)),
-            Val::S(Some(&self.info.id)),
-            Val::S(Some(&self.run_id)),
-        ])?;
+        self.tables.sensitive(rec, s)?;
         Ok(())
     }
 
@@ -1520,46 +1455,14 @@ impl Ctx<'_> {
         error: &str,
         read_as: Option<ReadAs>,
     ) -> Result<(), RunError> {
-        let (class, shape) = read_as_cells(read_as);
         if self.curated(rec, "annotation") {
             self.counts.curator_suppressed += 1;
             return Ok(());
         }
         self.counts.quarantined_annotations += 1;
         self.count_reasons(&[Reason::UnparseableAnnotation]);
-        let item_id = format!("{}#annotation", rec.id);
-        let reasons = [Reason::UnparseableAnnotation.as_str()];
-        self.tables.quarantine.push(&[
-            Val::S(Some(&item_id)),
-            Val::S(Some("annotation")),
-            Val::S(Some(&rec.id)),
-            Val::S(Some(&rec.persona_id)),
-            Val::S(Some(&rec.source_path)),
-            Val::S(None),
-            Val::S(None),
-            Val::S(None),
-            Val::S(None),
-            Val::L(&reasons),
-            Val::S(None),
-            Val::F(None),
-            Val::S(None),
-            Val::F(None),
-            Val::S(None),
-            Val::S(None),
-            Val::F(None),
-            Val::S(None),
-            Val::S(None),
-            Val::U(None),
-            Val::U(None),
-            Val::S(Some(error)),
-            Val::S(Some(&rec.text)),
-            Val::S(Some(raw)),
-            Val::S(Some(&self.info.id)),
-            Val::S(Some(&self.run_id)),
-            Val::S(Some(rec.kind.as_str())),
-            class,
-            shape,
-        ])?;
+        self.tables
+            .unreadable_annotation(rec, raw, error, parse_cells(read_as))?;
         Ok(())
     }
 
@@ -1572,182 +1475,126 @@ impl Ctx<'_> {
         best: Option<&(String, f64)>,
         read_as: Option<ReadAs>,
     ) -> Result<&'static str, RunError> {
-        let (mut promoted, mut quarantined) = (0, 0);
-        let (class, shape) = read_as_cells(read_as);
+        let parse = parse_cells(read_as);
         if tags.is_empty() {
             self.abstain(rec, best, "no_tags", read_as)?;
         }
-        for t in tags {
-            let quote = t.quote.text.as_deref();
-            if t.reasons.is_empty() {
-                promoted += 1;
-                self.counts.promoted_tags += 1;
-                self.tables.promoted_tags.push(&[
-                    Val::S(Some(&rec.id)),
-                    Val::S(Some(&rec.persona_id)),
-                    Val::S(Some(rec.kind.as_str())),
-                    Val::S(Some(&rec.source_path)),
-                    Val::S(Some(&rec.created_at)),
-                    Val::S(t.tom_kind.as_deref()),
-                    Val::F(t.confidence),
-                    Val::S(t.affect.as_deref()),
-                    Val::F(t.affect_confidence),
-                    Val::S(t.intensity.as_deref()),
-                    Val::F(t.intensity_confidence),
-                    Val::S(quote),
-                    Val::U(t.quote.start),
-                    Val::U(t.quote.end),
-                    Val::S(Some(&self.info.id)),
-                    Val::S(Some(&self.run_id)),
-                    Val::S(Some(&t.item_id)),
-                    class,
-                    shape,
-                ])?;
-            } else if self.curated(
-                rec,
-                &crate::curate::identity("tag", t.tom_kind.as_deref(), None),
-            ) {
-                self.counts.curator_suppressed += 1;
-            } else {
-                quarantined += 1;
-                self.counts.quarantined_tags += 1;
-                self.count_reasons(&t.reasons);
-                let reasons: Vec<&str> = t.reasons.iter().map(|r| r.as_str()).collect();
-                let detail = t.detail.join("; ");
-                self.tables.quarantine.push(&[
-                    Val::S(Some(&t.item_id)),
-                    Val::S(Some("tag")),
-                    Val::S(Some(&rec.id)),
-                    Val::S(Some(&rec.persona_id)),
-                    Val::S(Some(&rec.source_path)),
-                    Val::S(t.tom_kind.as_deref()),
-                    Val::S(None),
-                    Val::S(None),
-                    Val::S(None),
-                    Val::L(&reasons),
-                    Val::S(t.suggested_label.as_deref()),
-                    Val::F(t.confidence),
-                    Val::S(t.affect.as_deref()),
-                    Val::F(t.affect_confidence),
-                    Val::S(t.suggested_affect.as_deref()),
-                    Val::S(t.intensity.as_deref()),
-                    Val::F(t.intensity_confidence),
-                    Val::S(t.suggested_intensity.as_deref()),
-                    Val::S(quote),
-                    Val::U(t.quote.start),
-                    Val::U(t.quote.end),
-                    Val::S(Some(&detail)),
-                    Val::S(Some(&rec.text)),
-                    Val::S(None),
-                    Val::S(Some(&self.info.id)),
-                    Val::S(Some(&self.run_id)),
-                    Val::S(Some(rec.kind.as_str())),
-                    class,
-                    shape,
-                ])?;
-            }
+        let mut staged = StagedItems::default();
+        for tag in tags {
+            staged.add(self.stage_tag(rec, tag, parse)?);
         }
-        for e in edges {
-            let quote = e.quote.text.as_deref();
-            if e.target_node.is_none() && e.target_mention.is_some() {
-                self.counts.unknown_mentions += 1;
-            }
-            if let Some(t) = e
-                .target_node
-                .as_deref()
-                .filter(|t| t.starts_with("memory:"))
-            {
-                self.counts.memory_links += 1;
-                if self.memory_links.len() < 100 {
-                    self.memory_links.push(json!({
-                        "record_id": rec.id, "source_node": e.source_node, "relation": e.relation,
-                        "target_node": t, "confidence": e.confidence, "edge_key": e.edge_key,
-                        "source_quote": quote,
-                        "outcome": if e.reasons.is_empty() { "promoted" } else { "quarantined" },
-                        "reasons": e.reasons.iter().map(|r| r.as_str()).collect::<Vec<_>>(),
-                    }));
-                }
-            }
-            if e.reasons.is_empty() {
-                promoted += 1;
-                self.counts.promoted_edges += 1;
-                self.tables.promoted_edges.push(&[
-                    Val::S(Some(&e.edge_key)),
-                    Val::S(Some(&rec.id)),
-                    Val::S(Some(&rec.persona_id)),
-                    Val::S(Some(&e.source_node)),
-                    Val::S(e.relation.as_deref()),
-                    Val::S(e.target_node.as_deref()),
-                    Val::S(e.target_mention.as_deref()),
-                    Val::F(e.confidence),
-                    Val::S(quote),
-                    Val::U(e.quote.start),
-                    Val::U(e.quote.end),
-                    Val::S(Some(&self.info.id)),
-                    Val::S(Some(&self.run_id)),
-                    Val::S(Some(&e.item_id)),
-                    class,
-                    shape,
-                ])?;
-            } else if self.curated(
-                rec,
-                &crate::curate::identity("edge", None, Some(&e.edge_key)),
-            ) {
-                self.counts.curator_suppressed += 1;
-            } else {
-                quarantined += 1;
-                self.counts.quarantined_edges += 1;
-                self.count_reasons(&e.reasons);
-                let reasons: Vec<&str> = e.reasons.iter().map(|r| r.as_str()).collect();
-                let detail = e.detail.join("; ");
-                self.tables.quarantine.push(&[
-                    Val::S(Some(&e.item_id)),
-                    Val::S(Some("edge")),
-                    Val::S(Some(&rec.id)),
-                    Val::S(Some(&rec.persona_id)),
-                    Val::S(Some(&rec.source_path)),
-                    Val::S(e.relation.as_deref()),
-                    Val::S(e.target_node.as_deref()),
-                    Val::S(e.target_mention.as_deref()),
-                    Val::S(Some(&e.edge_key)),
-                    Val::L(&reasons),
-                    Val::S(e.suggested_label.as_deref()),
-                    Val::F(e.confidence),
-                    Val::S(None),
-                    Val::F(None),
-                    Val::S(None),
-                    Val::S(None),
-                    Val::F(None),
-                    Val::S(None),
-                    Val::S(quote),
-                    Val::U(e.quote.start),
-                    Val::U(e.quote.end),
-                    Val::S(Some(&detail)),
-                    Val::S(Some(&rec.text)),
-                    Val::S(None),
-                    Val::S(Some(&self.info.id)),
-                    Val::S(Some(&self.run_id)),
-                    Val::S(Some(rec.kind.as_str())),
-                    class,
-                    shape,
-                ])?;
-            }
+        for edge in edges {
+            self.count_edge(rec, edge);
+            staged.add(self.stage_edge(rec, edge, parse)?);
         }
-        Ok(match (tags.is_empty(), promoted, quarantined) {
+        Ok(staged.outcome(tags.is_empty()))
+    }
+
+    /// Promotes, queues or (when a curator already decided it) drops a tag.
+    fn stage_tag(
+        &mut self,
+        rec: &Record,
+        tag: &TagItem,
+        parse: ParseCells<'_>,
+    ) -> Result<ItemFate, RunError> {
+        if tag.reasons.is_empty() {
+            self.counts.promoted_tags += 1;
+            self.tables.promoted_tag(rec, tag, parse)?;
+            return Ok(ItemFate::Promoted);
+        }
+        let identity = crate::curate::identity("tag", tag.tom_kind.as_deref(), None);
+        if self.curated(rec, &identity) {
+            self.counts.curator_suppressed += 1;
+            return Ok(ItemFate::Suppressed);
+        }
+        self.counts.quarantined_tags += 1;
+        self.count_reasons(&tag.reasons);
+        self.tables.quarantined_tag(rec, tag, parse)?;
+        Ok(ItemFate::Quarantined)
+    }
+
+    /// Promotes, queues or (when a curator already decided it) drops an edge.
+    fn stage_edge(
+        &mut self,
+        rec: &Record,
+        edge: &EdgeItem,
+        parse: ParseCells<'_>,
+    ) -> Result<ItemFate, RunError> {
+        if edge.reasons.is_empty() {
+            self.counts.promoted_edges += 1;
+            self.tables.promoted_edge(rec, edge, parse)?;
+            return Ok(ItemFate::Promoted);
+        }
+        let identity = crate::curate::identity("edge", None, Some(&edge.edge_key));
+        if self.curated(rec, &identity) {
+            self.counts.curator_suppressed += 1;
+            return Ok(ItemFate::Suppressed);
+        }
+        self.counts.quarantined_edges += 1;
+        self.count_reasons(&edge.reasons);
+        self.tables.quarantined_edge(rec, edge, parse)?;
+        Ok(ItemFate::Quarantined)
+    }
+
+    /// Counts an edge's unknown mention and memory link; lists the first
+    /// 100 memory links for the receipt.
+    fn count_edge(&mut self, rec: &Record, e: &EdgeItem) {
+        if e.target_node.is_none() && e.target_mention.is_some() {
+            self.counts.unknown_mentions += 1;
+        }
+        let Some(t) = e
+            .target_node
+            .as_deref()
+            .filter(|t| t.starts_with("memory:"))
+        else {
+            return;
+        };
+        self.counts.memory_links += 1;
+        if self.memory_links.len() < 100 {
+            self.memory_links.push(json!({
+                "record_id": rec.id, "source_node": e.source_node, "relation": e.relation,
+                "target_node": t, "confidence": e.confidence, "edge_key": e.edge_key,
+                "source_quote": e.quote.text.as_deref(),
+                "outcome": if e.reasons.is_empty() { "promoted" } else { "quarantined" },
+                "reasons": e.reasons.iter().map(|r| r.as_str()).collect::<Vec<_>>(),
+            }));
+        }
+    }
+}
+
+/// What became of one decided item.
+enum ItemFate {
+    Promoted,
+    Quarantined,
+    /// A curator already decided it for this unchanged record.
+    Suppressed,
+}
+
+/// How many of a record's items were promoted and quarantined.
+#[derive(Default)]
+struct StagedItems {
+    promoted: u64,
+    quarantined: u64,
+}
+
+impl StagedItems {
+    fn add(&mut self, fate: ItemFate) {
+        match fate {
+            ItemFate::Promoted => self.promoted += 1,
+            ItemFate::Quarantined => self.quarantined += 1,
+            ItemFate::Suppressed => {}
+        }
+    }
+
+    /// The record's outcome for the state.
+    fn outcome(&self, no_tags: bool) -> &'static str {
+        match (no_tags, self.promoted, self.quarantined) {
             (true, 0, 0) => "abstained",
             (_, _, 0) => "promoted",
             (_, 0, _) => "quarantined",
             _ => "mixed",
-        })
+        }
     }
-}
-
-/// The `parse_class` and `escape_shape` cells of a record's rows.
-fn read_as_cells(read_as: Option<ReadAs>) -> (Val<'static>, Val<'static>) {
-    (
-        Val::S(read_as.map(|r| r.class.as_str())),
-        Val::S(read_as.and_then(|r| r.shape).map(|s| s.as_str())),
-    )
 }
 
 /// Annotates a batch; when the batch fails (a panic, a model error, or
