@@ -11,6 +11,8 @@ pub mod merge;
 pub mod progress;
 mod stage_rows;
 
+pub use crate::stage::receipt::{Counts, InputInfo, SensitiveCounts, StopCondition};
+
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,6 +38,9 @@ use crate::rules::reason::Reason;
 use crate::run::events::{Event, EventLog};
 use crate::run::progress::{Progress, ProgressMode};
 use crate::run::stage_rows::{RejectedInput, StagedTables, parse_cells};
+use crate::stage::receipt::{
+    AnnotatorReceipt, NodesReceipt, Outcome, Receipt, RetryPolicy, ShardReceipt,
+};
 use crate::stage::tables::ParseCells;
 
 /// Everything a run needs, resolved from the command line and the policy.
@@ -161,26 +166,6 @@ impl Shard {
     }
 }
 
-/// What ended a committed run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopCondition {
-    /// Every input was read.
-    InputExhausted,
-    /// The time budget ran out: the rest is left for the next run.
-    Deadline,
-}
-
-impl StopCondition {
-    /// The receipt's word.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::InputExhausted => "input_exhausted",
-            Self::Deadline => "deadline",
-        }
-    }
-}
-
 /// Errors that stop a run; nothing is committed.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -235,105 +220,6 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
-}
-
-/// Counts per outcome; `records_in = rejected + skipped_unchanged +
-/// processed + failed + poison_skipped + deferred`.
-#[derive(Debug, Default, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
-#[serde(default)]
-pub struct Counts {
-    /// Lines, rows and files read from the inputs.
-    pub records_in: u64,
-    /// Of those, rejected.
-    pub rejected: u64,
-    /// Of those, unchanged since a committed run.
-    pub skipped_unchanged: u64,
-    /// Of those, annotated and decided in this run.
-    pub processed: u64,
-    /// Processed records with no tag.
-    pub abstained: u64,
-    /// Tags promoted.
-    pub promoted_tags: u64,
-    /// Tags quarantined.
-    pub quarantined_tags: u64,
-    /// Edges promoted.
-    pub promoted_edges: u64,
-    /// Edges quarantined.
-    pub quarantined_edges: u64,
-    /// Of the edges, links to an earlier memory (`memory:<id>` targets).
-    pub memory_links: u64,
-    /// Of the edges, mentions of people or agents not in the registry.
-    pub unknown_mentions: u64,
-    /// Items a curator already decided for the same, unchanged record: not
-    /// queued again.
-    pub curator_suppressed: u64,
-    /// Annotations that could not be read, quarantined whole.
-    pub quarantined_annotations: u64,
-    /// Annotation lines that match no record or cannot be read.
-    pub annotation_rejects: u64,
-    /// Of `records_in`, records whose annotation failed (panic, model
-    /// error, timeout) in this run: retried next run.
-    pub failed: u64,
-    /// Of `records_in`, records skipped as poison: their annotation failed
-    /// in [`POISON_AFTER`] runs of the same content.
-    pub poison_skipped: u64,
-    /// Of `records_in`, records read but left for the next run because the
-    /// time budget ran out.
-    pub deferred: u64,
-    /// Records of other shards (not in `records_in`).
-    pub other_shards: u64,
-}
-
-/// Sensitive records of a run (the receipt's `sensitive`): records flagged
-/// by their producer or with a detection the policy quarantines, tagged or
-/// abstained alike.
-#[derive(Debug, Default, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
-#[serde(default)]
-pub struct SensitiveCounts {
-    /// Sensitive records (rows of the `sensitive` table).
-    pub records: u64,
-    /// Of those, safety records: detected `mental_health_self_harm` or flagged `safety`.
-    pub safety_records: u64,
-    /// Of those, records a producer flagged (with or without a detection).
-    pub flagged: u64,
-    /// Detected records per category (flag-only records are in none).
-    pub by_category: BTreeMap<String, u64>,
-}
-
-impl SensitiveCounts {
-    /// Counts one sensitive record.
-    pub fn add(&mut self, s: &SensitiveRecord) {
-        self.records += 1;
-        self.safety_records += u64::from(s.safety);
-        self.flagged += u64::from(!s.flags.is_empty());
-        if let Some(c) = s.detection.as_ref().and_then(|d| d.category.as_ref()) {
-            *self.by_category.entry(c.clone()).or_default() += 1;
-        }
-    }
-
-    /// Adds another run's counts (a shard's, in a merge).
-    pub fn merge(&mut self, other: &SensitiveCounts) {
-        self.records += other.records;
-        self.safety_records += other.safety_records;
-        self.flagged += other.flagged;
-        for (c, n) in &other.by_category {
-            *self.by_category.entry(c.clone()).or_default() += n;
-        }
-    }
-}
-
-/// An input as the receipt lists it.
-#[derive(Debug, Clone, Serialize)]
-pub struct InputInfo {
-    /// The file or folder.
-    pub path: String,
-    /// sha256 of the bytes read: the whole file (a folder: of its journal
-    /// files' relative paths and sha256s); a pipe's, of what was read from it.
-    pub sha256: String,
-    /// Bytes hashed.
-    pub bytes: u64,
-    /// Lines, rows or files read.
-    pub records: u64,
 }
 
 /// What a finished run reports.
@@ -641,22 +527,22 @@ fn keep_failed(
     );
     let (status, next_step, note) = match e {
         RunError::Staging(tomlite_staging::Error::Locked { .. }) => (
-            "blocked",
+            Outcome::Blocked.as_str(),
             "wait for the run that holds the lock to end (or check it is alive), then run again",
             "another run holds the staging directory: this run changed nothing but this folder",
         ),
         _ if unfinished => (
-            "unfinished",
+            Outcome::Unfinished.as_str(),
             "run again: the next run's recovery completes this run's commit",
             "the run is published in runs/; the state or LATEST was not replaced yet",
         ),
         RunError::Staging(tomlite_staging::Error::StateBehind { .. }) => (
-            "blocked",
+            Outcome::Blocked.as_str(),
             "restore the state file that lists the committed runs, or move those runs out of runs/ (see the error)",
             "recovery stopped before changing anything",
         ),
         _ => (
-            "failed",
+            Outcome::Failed.as_str(),
             "fix what bug_or_blocker names and run again: nothing was committed, the next run redoes these records",
             "nothing was committed: the state, LATEST and the committed runs are as the last committed run left them",
         ),
@@ -1029,34 +915,57 @@ fn run_body(
     status.completed("write tables");
     let finished_at = chrono::Utc::now();
     let retries_used = staging.retry().used();
-    let receipt = json!({
-        "run_id": run_id,
-        "status": "committed",
-        "started_at": started_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        "finished_at": finished_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        "duration_seconds": clock.elapsed().as_secs_f64(),
-        "inputs": inputs,
-        "annotator": {"id": info.id, "sha256": info.sha256, "stats": annotator.stats()},
-        "nodes": cfg.nodes.as_ref().map(|(p, r)| json!({"path": p.display().to_string(), "sha256": r.sha256, "nodes": r.len()})),
-        "policy_sha256": cfg.policy.sha256(),
-        "policy_source": cfg.policy_source.as_ref().map(|p| p.display().to_string()),
-        "full": cfg.full,
-        "shard": cfg.shard.map(|s| json!({"index": s.index, "count": s.count, "key": "persona_id"})),
-        "counts": counts,
-        "reasons": reasons,
-        "sensitive": sensitive,
-        "memory_links": memory_links,
-        "failed": failures.iter().filter(|f| f["kind"] == "failed").take(100).collect::<Vec<_>>(),
-        "poison": failures.iter().filter(|f| f["kind"] == "poison").take(100).collect::<Vec<_>>(),
-        "skipped_from_runs": skipped_from,
-        "attempts": staging.retry().max_attempts(),
-        "attempts_by_operation": staging.retry().attempts(),
-        "retries_used": retries_used,
-        "retry_policy": {"tool_transient_retries": staging.retry().limit(), "default_retries": tomlite_staging::retry::DEFAULT_RETRIES, "hard_max_retries": tomlite_staging::retry::MAX_RETRIES, "max_retries": staging.retry().limit(), "backoff_ms": tomlite_staging::retry::BACKOFF.as_millis() as u64, "poison_after_failed_runs": POISON_AFTER, "max_failed_share": cfg.max_failed_share},
-        "recovered": recovered,
-        "stop_condition": stop.as_str(),
-        "resumable": stop == StopCondition::Deadline,
-    });
+    let receipt = Receipt {
+        run_id: run_id.clone(),
+        status: Outcome::Committed,
+        started_at: started_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        finished_at: finished_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        duration_seconds: clock.elapsed().as_secs_f64(),
+        inputs,
+        annotator: AnnotatorReceipt {
+            id: info.id.clone(),
+            sha256: info.sha256.clone(),
+            stats: annotator.stats(),
+        },
+        nodes: cfg.nodes.as_ref().map(|(path, registry)| NodesReceipt {
+            path: path.display().to_string(),
+            sha256: registry.sha256.clone(),
+            nodes: registry.len() as u64,
+        }),
+        policy_sha256: cfg.policy.sha256(),
+        policy_source: cfg.policy_source.as_ref().map(|p| p.display().to_string()),
+        full: cfg.full,
+        shard: Some(cfg.shard.map(|s| ShardReceipt {
+            index: s.index,
+            count: s.count,
+            key: "persona_id".into(),
+        })),
+        merged_from: None,
+        counts: counts.clone(),
+        reasons: reasons.clone(),
+        sensitive: sensitive.clone(),
+        memory_links,
+        failed: failures_of(&failures, "failed"),
+        poison: failures_of(&failures, "poison"),
+        skipped_from_runs: skipped_from.clone(),
+        attempts: u64::from(staging.retry().max_attempts()),
+        attempts_by_operation: Some(staging.retry().attempts()),
+        retries_used: u64::from(retries_used),
+        retry_policy: Some(RetryPolicy {
+            tool_transient_retries: staging.retry().limit(),
+            default_retries: tomlite_staging::retry::DEFAULT_RETRIES,
+            hard_max_retries: tomlite_staging::retry::MAX_RETRIES,
+            max_retries: staging.retry().limit(),
+            backoff_ms: tomlite_staging::retry::BACKOFF.as_millis() as u64,
+            poison_after_failed_runs: POISON_AFTER,
+            max_failed_share: cfg.max_failed_share,
+        }),
+        recovered: recovered.clone(),
+        stop_condition: Some(stop),
+        resumable: stop == StopCondition::Deadline,
+        files: None,
+    }
+    .to_json();
     // The curator's report, from the closed tables.
     status.started("write report");
     let previous = staging
@@ -1160,6 +1069,16 @@ fn run_body(
         stop_condition: stop,
         retries_used,
     })
+}
+
+/// The first 100 failure entries of one kind (`failed` or `poison`).
+fn failures_of(failures: &[serde_json::Value], kind: &str) -> Vec<serde_json::Value> {
+    failures
+        .iter()
+        .filter(|f| f["kind"] == kind)
+        .take(100)
+        .cloned()
+        .collect()
 }
 
 /// `YYYYMMDDTHHMMSSZ-xxxx`: sortable by time, unique in the staging directory.

@@ -3,5 +3,6 @@
 //! match it.
 
 pub mod read;
+pub mod receipt;
 pub mod tables;
 pub mod verify;

@@ -9,6 +9,7 @@
 //! [`verify_staging`] does that for every run the state lists and checks the
 //! state's list of runs against `runs/` and `LATEST`.
 
+use crate::stage::receipt::Outcome;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
@@ -165,7 +166,7 @@ fn check_files(dir: &Path) -> RunCheck {
         },
     };
     out.run_id = receipt["run_id"].as_str().map(str::to_string);
-    if receipt["status"] != "committed" {
+    if receipt["status"] != Outcome::Committed.as_str() {
         differ(format!(
             "{RECEIPT}: status is {}, not \"committed\"",
             receipt["status"]
