@@ -12,6 +12,7 @@ use serde_json::{Map, Value, json};
 use crate::graph::nodes::Registry;
 use crate::rules::policy::Policy;
 use crate::stage::read::{self, Columns};
+use crate::stage::receipt::Receipt;
 use crate::stage::tables::{
     Abstained, PromotedEdges, PromotedTags, Quarantine, Rejects, Sensitive, StagedTable,
 };
@@ -45,8 +46,9 @@ pub struct ReportInput<'a> {
     /// The run directory (its tables closed).
     pub dir: &'a Path,
     /// The run's receipt.
-    pub receipt: &'a Value,
-    /// The previous committed run's receipt, if any.
+    pub receipt: &'a Receipt,
+    /// The previous committed run's receipt, if any, as read (a receipt of
+    /// any earlier version: only its run id, counts and reasons are shown).
     pub previous: Option<Value>,
     /// The effective policy.
     pub policy: &'a Policy,
@@ -315,17 +317,17 @@ pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
         .map(|p| json!({"run_id": p["run_id"], "counts": p["counts"], "reasons": p["reasons"]}));
     Ok(json!({
         "run": {
-            "run_id": r["run_id"], "started_at": r["started_at"], "finished_at": r["finished_at"],
-            "duration_seconds": r["duration_seconds"], "annotator": r["annotator"]["id"],
-            "policy_sha256": r["policy_sha256"],
-            "inputs": r["inputs"].as_array().map(|a| a.iter().map(|i| json!({"path": i["path"], "records": i["records"]})).collect::<Vec<_>>()),
+            "run_id": r.run_id, "started_at": r.started_at, "finished_at": r.finished_at,
+            "duration_seconds": r.duration_seconds, "annotator": r.annotator.id,
+            "policy_sha256": r.policy_sha256,
+            "inputs": r.inputs.iter().map(|i| json!({"path": i.path, "records": i.records})).collect::<Vec<_>>(),
         },
-        "counts": r["counts"],
-        "sensitive": r["sensitive"],
+        "counts": r.counts,
+        "sensitive": r.sensitive,
         "safety": safety,
         "safety_total": safety_total,
         "previous": prev,
-        "reasons": r["reasons"],
+        "reasons": r.reasons,
         "personas": personas.iter().map(|(p, c)| json!({"persona_id": p, "promoted": c[0], "quarantined": c[1], "abstained": c[2]})).collect::<Vec<_>>(),
         "thresholds": {
             "tom_kind": when.promote_tags_when.tom_kind_confidence_min,
@@ -344,10 +346,10 @@ pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
         "abstained_total": abstained_total,
         "rejects": rejects,
         "rejects_total": rejects_total,
-        "failed": r["failed"],
-        "poison": r["poison"],
-        "parse_classes": r["annotator"]["stats"]["raw_annotations"]["parse_classes"],
-        "escape_shapes": r["annotator"]["stats"]["raw_annotations"]["escape_shapes"],
+        "failed": r.failed,
+        "poison": r.poison,
+        "parse_classes": r.annotator.stats["raw_annotations"]["parse_classes"],
+        "escape_shapes": r.annotator.stats["raw_annotations"]["escape_shapes"],
         "recovered": recovered.records,
     }))
 }

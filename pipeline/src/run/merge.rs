@@ -478,7 +478,6 @@ pub fn merge(
             recovered,
             ..
         } = receipt.clone();
-        let receipt = receipt.to_json();
         let previous = out
             .latest()?
             .and_then(|id| std::fs::read(out.runs_dir().join(id).join("receipt.json")).ok())

@@ -964,8 +964,7 @@ fn run_body(
         stop_condition: Some(stop),
         resumable: stop == StopCondition::Deadline,
         files: None,
-    }
-    .to_json();
+    };
     // The curator's report, from the closed tables.
     status.started("write report");
     let previous = staging
