@@ -6,13 +6,14 @@ use std::time::{Duration, Instant};
 
 use tomlite_staging::{State, StateRow, fault};
 
-use crate::annotate::Annotator;
+use crate::annotate::{Annotated, Annotator};
 use crate::graph::nodes::Registry;
 use crate::ingest::record::Record;
 use crate::rules::decide::{Decision, Exists, Nodes, decide, sensitivity};
+use crate::run::RunError;
 use crate::run::inputs::{SeenIds, WaitingRecord};
 use crate::run::open_run::OpenRun;
-use crate::run::{MIN_FAILED_FOR_BUDGET, POISON_AFTER, RunError};
+use crate::run::skip::ToAnnotate;
 
 struct RunNodes<'a> {
     registry: Option<&'a Registry>,
@@ -60,140 +61,108 @@ impl OpenRun<'_> {
         Ok(false)
     }
 
+    /// Annotates, decides and stages the batch's records, but those
+    /// unchanged since a committed run and the poison ones.
     fn process(
         &mut self,
         batch: &mut Vec<Record>,
         annotator: &mut dyn Annotator,
         state: &mut State,
         seen: &SeenIds,
-        pending: &mut Vec<WaitingRecord>,
+        waiting: &mut Vec<WaitingRecord>,
         skipped_from: &mut BTreeMap<String, u64>,
     ) -> Result<(), RunError> {
         let clock = Instant::now();
         let mut todo = Vec::with_capacity(batch.len());
-        for rec in batch.drain(..) {
-            let fp = rec.fingerprint();
-            let ad = annotator.annotation_digest(&rec)?;
-            let prev = state.get(&rec.id).copied();
-            // Failures of this content by this annotator so far (a changed
-            // record, or a new annotator, starts over).
-            let mut failures = 0;
-            if let Some(e) = prev.filter(|e| e.fingerprint == fp) {
-                if state.outcome(&e) == "failed" {
-                    if e.annotation == ad {
-                        failures = e.failures;
-                    }
-                    // Poison until the content or the annotator changes;
-                    // --full gives it one more try.
-                    if failures >= POISON_AFTER && !self.cfg.full {
-                        let last = state.run(&e).to_string();
-                        self.poison(&rec, failures, &last)?;
-                        continue;
-                    }
-                } else if !self.cfg.full
-                    && e.annotation == ad
-                    && state.policy(&e) == self.policy_sha
-                {
-                    self.counts.skipped_unchanged += 1;
-                    *skipped_from.entry(state.run(&e).to_string()).or_default() += 1;
-                    continue;
-                }
+        for record in batch.drain(..) {
+            if let Some(next) = self.triage(record, annotator, state, skipped_from)? {
+                todo.push(next);
             }
-            todo.push((rec, (fp, ad), failures));
         }
         if todo.is_empty() {
             return Ok(());
         }
-        let refs: Vec<&Record> = todo.iter().map(|(r, _, _)| r).collect();
-        let annotated = annotate_isolated(annotator, &refs, self.cfg.record_timeout);
-        // The failure budget counts records that had not failed before: a
-        // few known-bad records retried every night must not fail the night
-        // (they become poison instead), and it is the run's running share,
-        // so small batches cannot hide a broken annotator.
-        for (a, (_, _, failures)) in annotated.iter().zip(&todo) {
-            if *failures == 0 {
-                self.budget.attempted += 1;
-                self.budget.failed += u64::from(a.is_err());
+        let records: Vec<&Record> = todo.iter().map(|t| &t.record).collect();
+        let annotated = annotate_isolated(annotator, &records, self.cfg.record_timeout);
+        self.check_failure_budget(&todo, &annotated)?;
+        for (next, result) in todo.into_iter().zip(annotated) {
+            match result {
+                Ok(annotation) => self.decide_and_stage(next, annotation, state, seen, waiting)?,
+                Err(error) => {
+                    let failures = next.failures + 1;
+                    self.failed(&next.record, failures, &error)?;
+                    state.upsert(StateRow {
+                        failures,
+                        ..self.state_row(&next.record, next.digests, "failed", None)
+                    });
+                }
             }
         }
-        let (failed, attempted) = (self.budget.failed, self.budget.attempted);
-        if failed >= MIN_FAILED_FOR_BUDGET
-            && failed as f64 > self.cfg.max_failed_share * attempted as f64
-        {
-            let first = annotated
-                .iter()
-                .zip(&todo)
-                .find_map(|(a, (r, _, _))| a.as_ref().err().map(|e| format!("{}: {e}", r.id)))
-                .unwrap_or_default();
-            return Err(RunError::FailureBudget {
-                failed,
-                attempted,
-                share: self.cfg.max_failed_share,
-                first,
-            });
-        }
-        for ((rec, digests, failures), a) in todo.into_iter().zip(annotated) {
-            let a = match a {
-                Ok(a) => a,
-                Err(error) => {
-                    self.failed(&rec, failures + 1, &error)?;
-                    state.upsert(StateRow {
-                        failures: failures + 1,
-                        ..self.state_row(&rec, digests, "failed", None)
-                    });
-                    continue;
-                }
-            };
-            self.counts.processed += 1;
-            let nodes = RunNodes {
-                registry: self.cfg.nodes.as_ref().map(|(_, r)| r),
-                state,
-                seen,
-            };
-            let decision = decide(&rec, &a, &self.cfg.policy, &nodes);
-            let read_as = a.read_as();
-            let embedding = match a {
-                crate::annotate::Annotated::Parsed(a) => a.embedding,
-                _ => None,
-            };
-            let outcome = match decision {
-                Decision::Missing => {
-                    let flagged = sensitivity(&rec, None, &self.cfg.policy).record;
-                    self.sensitive_row(&rec, flagged.as_ref())?;
-                    self.abstain(&rec, None, "no_annotation", read_as)?;
-                    "abstained"
-                }
-                Decision::Unparseable { raw, error } => {
-                    let flagged = sensitivity(&rec, None, &self.cfg.policy).record;
-                    self.sensitive_row(&rec, flagged.as_ref())?;
-                    self.unparseable(&rec, &raw, &error, read_as)?;
-                    "unparseable"
-                }
-                Decision::Annotated {
-                    tags,
-                    edges,
-                    best,
-                    sensitive,
-                } => {
-                    if edges.iter().any(|e| !e.pending.is_empty()) {
-                        pending.push(WaitingRecord {
-                            record: rec,
-                            tags,
-                            edges,
-                            digests,
-                            embedding,
-                            read_as,
-                            sensitive,
-                        });
-                        continue;
-                    }
-                    self.sensitive_row(&rec, sensitive.as_deref())?;
-                    self.stage(&rec, &tags, &edges, best.as_ref(), read_as)?
-                }
-            };
-            state.upsert(self.state_row(&rec, digests, outcome, embedding.as_deref()));
-        }
         self.budget.batch = self.budget.batch.max(clock.elapsed());
+        Ok(())
+    }
+
+    /// Decides an annotated record and stages it, or keeps it waiting
+    /// when its edges name memories later in the input.
+    fn decide_and_stage(
+        &mut self,
+        next: ToAnnotate,
+        annotation: Annotated,
+        state: &mut State,
+        seen: &SeenIds,
+        waiting: &mut Vec<WaitingRecord>,
+    ) -> Result<(), RunError> {
+        let ToAnnotate {
+            record, digests, ..
+        } = next;
+        self.counts.processed += 1;
+        let nodes = RunNodes {
+            registry: self.cfg.nodes.as_ref().map(|(_, r)| r),
+            state,
+            seen,
+        };
+        let decision = decide(&record, &annotation, &self.cfg.policy, &nodes);
+        let read_as = annotation.read_as();
+        let embedding = match annotation {
+            Annotated::Parsed(parsed) => parsed.embedding,
+            _ => None,
+        };
+        let outcome = match decision {
+            Decision::Missing => {
+                let flagged = sensitivity(&record, None, &self.cfg.policy).record;
+                self.sensitive_row(&record, flagged.as_ref())?;
+                self.abstain(&record, None, "no_annotation", read_as)?;
+                "abstained"
+            }
+            Decision::Unparseable { raw, error } => {
+                let flagged = sensitivity(&record, None, &self.cfg.policy).record;
+                self.sensitive_row(&record, flagged.as_ref())?;
+                self.unparseable(&record, &raw, &error, read_as)?;
+                "unparseable"
+            }
+            Decision::Annotated {
+                tags,
+                edges,
+                best,
+                sensitive,
+            } => {
+                if edges.iter().any(|e| !e.pending.is_empty()) {
+                    waiting.push(WaitingRecord {
+                        record,
+                        tags,
+                        edges,
+                        digests,
+                        embedding,
+                        read_as,
+                        sensitive,
+                    });
+                    return Ok(());
+                }
+                self.sensitive_row(&record, sensitive.as_deref())?;
+                self.stage(&record, &tags, &edges, best.as_ref(), read_as)?
+            }
+        };
+        state.upsert(self.state_row(&record, digests, outcome, embedding.as_deref()));
         Ok(())
     }
 }
@@ -205,7 +174,7 @@ fn annotate_isolated(
     annotator: &mut dyn Annotator,
     records: &[&Record],
     timeout: Option<Duration>,
-) -> Vec<Result<crate::annotate::Annotated, String>> {
+) -> Vec<Result<Annotated, String>> {
     fault::point("annotate.batch");
     let clock = Instant::now();
     let whole = guarded(annotator, records);
@@ -236,10 +205,7 @@ fn annotate_isolated(
 }
 
 /// One annotator call with panics caught and errors as text.
-fn guarded(
-    annotator: &mut dyn Annotator,
-    records: &[&Record],
-) -> Result<Vec<crate::annotate::Annotated>, String> {
+fn guarded(annotator: &mut dyn Annotator, records: &[&Record]) -> Result<Vec<Annotated>, String> {
     let call = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // Fault point: `annotate.record=return(ID[,ID...])` makes the
         // annotation of those records (`*`: of every record) panic.

@@ -383,6 +383,87 @@ fn merged_receipt(
     }
 }
 
+/// Copies every shard's tables into the merged run, in shard order, with
+/// `run_id` set to the merged run's; returns the files written.
+fn copy_tables(
+    shards: &[ShardRun],
+    run: &mut tomlite_staging::RunDir,
+    run_id: &str,
+) -> Result<Vec<String>, MergeError> {
+    let mut paths = Vec::new();
+    for name in TABLES {
+        let mut writer = None;
+        for s in shards {
+            let path = s.dir.join(format!("{name}.parquet"));
+            let read_err = |message: String| MergeError::Read {
+                path: path.clone(),
+                message,
+            };
+            let file = std::fs::File::open(&path).map_err(|e| read_err(e.to_string()))?;
+            let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+                .map_err(|e| read_err(e.to_string()))?;
+            let schema = reader.schema().clone();
+            let w = match &mut writer {
+                Some(w) => w,
+                None => writer.insert(run.table(name, schema)?),
+            };
+            for batch in reader.build().map_err(|e| read_err(e.to_string()))? {
+                let batch = batch
+                    .and_then(|b| with_run_id(b, run_id))
+                    .map_err(|e| read_err(e.to_string()))?;
+                w.write(&batch)?;
+            }
+        }
+        if let Some(w) = writer {
+            paths.push(w.close()?.display().to_string());
+        }
+    }
+    Ok(paths)
+}
+
+/// The merged run's report, then its receipt, written last: it seals
+/// every file written before it.
+fn write_report_and_receipt(
+    out: &StagingDir,
+    run: &mut tomlite_staging::RunDir,
+    receipt: Receipt,
+    (policy, registry): (&Policy, Option<&Registry>),
+) -> Result<(), MergeError> {
+    let previous = out
+        .latest()?
+        .and_then(|id| std::fs::read(out.runs_dir().join(id).join("receipt.json")).ok())
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    let data = crate::report::data(&crate::report::ReportInput {
+        dir: run.path(),
+        receipt: &receipt,
+        previous,
+        policy,
+        registry,
+    })?;
+    run.write_file("report.html", crate::report::html(&data).as_bytes())?;
+    run.write_file("report.md", crate::report::markdown(&data).as_bytes())?;
+    let receipt = crate::stage::verify::sealed(receipt, run.path())?;
+    run.write_json("receipt.json", &receipt)?;
+    Ok(())
+}
+
+/// Adds every shard's state to `state`, this night's rows credited to the
+/// merged run.
+fn union_states(shards: &[ShardRun], state: &mut State, run_id: &str) -> Result<(), MergeError> {
+    for s in shards {
+        let shard_state = State::load(&shard_root(s).join("state"))?;
+        for row in shard_state.rows() {
+            let run_id = if row.run_id == s.run_id {
+                run_id
+            } else {
+                row.run_id
+            };
+            state.upsert(StateRow { run_id, ..row });
+        }
+    }
+    Ok(())
+}
+
 /// Merges one complete run per shard into a new committed run in `staging`.
 /// `policy`: the policy the shards ran with (its sha256 must match theirs);
 /// `registry`: their node registry, for the report's edge details.
@@ -433,34 +514,7 @@ pub fn merge(
                 ..Default::default()
             })
             .map_err(ev)?;
-        let mut paths = Vec::new();
-        for name in TABLES {
-            let mut writer = None;
-            for s in &shards {
-                let path = s.dir.join(format!("{name}.parquet"));
-                let read_err = |message: String| MergeError::Read {
-                    path: path.clone(),
-                    message,
-                };
-                let file = std::fs::File::open(&path).map_err(|e| read_err(e.to_string()))?;
-                let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-                    .map_err(|e| read_err(e.to_string()))?;
-                let schema = reader.schema().clone();
-                let w = match &mut writer {
-                    Some(w) => w,
-                    None => writer.insert(run.table(name, schema)?),
-                };
-                for batch in reader.build().map_err(|e| read_err(e.to_string()))? {
-                    let batch = batch
-                        .and_then(|b| with_run_id(b, &run_id))
-                        .map_err(|e| read_err(e.to_string()))?;
-                    w.write(&batch)?;
-                }
-            }
-            if let Some(w) = writer {
-                paths.push(w.close()?.display().to_string());
-            }
-        }
+        let paths = copy_tables(&shards, &mut run, &run_id)?;
         // The most attempts one I/O operation took, in a shard or here.
         let receipt = merged_receipt(
             &shards,
@@ -469,6 +523,7 @@ pub fn merge(
             u64::from(out.retry().max_attempts()),
             recovered,
         );
+        let receipt_for_report = receipt.clone();
         let Receipt {
             counts,
             reasons,
@@ -477,40 +532,10 @@ pub fn merge(
             retries_used: retries,
             recovered,
             ..
-        } = receipt.clone();
-        let previous = out
-            .latest()?
-            .and_then(|id| std::fs::read(out.runs_dir().join(id).join("receipt.json")).ok())
-            .and_then(|b| serde_json::from_slice(&b).ok());
-        let data = crate::report::data(&crate::report::ReportInput {
-            dir: run.path(),
-            receipt: &receipt,
-            previous,
-            policy,
-            registry,
-        })?;
-        run.write_file("report.html", crate::report::html(&data).as_bytes())?;
-        run.write_file("report.md", crate::report::markdown(&data).as_bytes())?;
-        // The receipt, written last: it seals every file written before it.
-        let receipt = crate::stage::verify::sealed(receipt, run.path())?;
-        run.write_json("receipt.json", &receipt)?;
+        } = receipt;
+        write_report_and_receipt(&out, &mut run, receipt_for_report, (policy, registry))?;
         // The state: every shard's, this night's rows credited to the merged run.
-        for s in &shards {
-            let root = s
-                .dir
-                .parent()
-                .and_then(Path::parent)
-                .unwrap_or(Path::new("."));
-            let shard_state = State::load(&root.join("state"))?;
-            for row in shard_state.rows() {
-                let run_id = if row.run_id == s.run_id {
-                    run_id.as_str()
-                } else {
-                    row.run_id
-                };
-                state.upsert(StateRow { run_id, ..row });
-            }
-        }
+        union_states(&shards, &mut state, &run_id)?;
         events
             .emit(Event {
                 phase: "commit",

@@ -33,8 +33,6 @@ pub use tomlite_staging::retry::POISON_AFTER;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -42,7 +40,7 @@ use serde_json::json;
 use tomlite_staging::{RunDir, StagingDir, State};
 
 use crate::annotate::Annotator;
-use crate::run::events::{Event, EventLog};
+use crate::run::events::Event;
 use crate::run::failed::keep_failed;
 use crate::run::inputs::InputReader;
 use crate::run::open_run::OpenRun;
@@ -103,28 +101,10 @@ pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary,
         .begin_run(&run_id)
         .map_err(|e| early("begin run", e.into()))?;
     let tmp = run.path().to_path_buf();
-    let events_path = run.path().join("events.jsonl");
-    let log = match EventLog::open(&events_path, &run_id, &cfg.command) {
-        Ok(mut log) => {
-            log.set_heartbeat(cfg.heartbeat);
-            log
-        }
-        Err(source) => {
-            let _ = std::fs::remove_dir_all(&tmp);
-            return Err(early(
-                "open events",
-                RunError::Events {
-                    path: events_path,
-                    source,
-                },
-            ));
-        }
-    };
-    let status = Status {
-        log: Mutex::new(log),
-        snapshot: Mutex::new((json!({}), None)),
-        stop: AtomicBool::new(false),
-    };
+    let status = Status::open(cfg, &run, &run_id).map_err(|e| {
+        let _ = std::fs::remove_dir_all(&tmp);
+        early("open events", e)
+    })?;
     let warnings = found.warnings();
     let result = std::thread::scope(|scope| {
         let beat = scope.spawn(|| status.beat(cfg.heartbeat));
@@ -149,27 +129,37 @@ pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary,
         )
     });
     if let Err(e) = &result {
-        let mut log = status.log.lock().unwrap_or_else(|p| p.into_inner());
-        let (counts, artifact) = status
-            .snapshot
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let phase = log.current_phase().unwrap_or("run").to_string();
-        keep_failed(
-            cfg,
-            started_at,
-            &phase,
-            e,
-            Some((&mut *log, &run_id)),
-            (counts, artifact.as_deref()),
-        );
-        drop(log);
+        keep_failed_with_stream(cfg, &status, (started_at, &run_id), e);
         if tmp.exists() {
             let _ = std::fs::remove_dir_all(&tmp);
         }
     }
     result
+}
+
+/// Keeps the record of a run that failed after its event stream opened:
+/// the stream, with the phase it was in and its last counts.
+fn keep_failed_with_stream(
+    cfg: &RunConfig,
+    status: &Status,
+    (started_at, run_id): (chrono::DateTime<chrono::Utc>, &str),
+    e: &RunError,
+) {
+    let mut log = status.log.lock().unwrap_or_else(|p| p.into_inner());
+    let (counts, artifact) = status
+        .snapshot
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let phase = log.current_phase().unwrap_or("run").to_string();
+    keep_failed(
+        cfg,
+        started_at,
+        &phase,
+        e,
+        Some((&mut *log, run_id)),
+        (counts, artifact.as_deref()),
+    );
 }
 
 /// The run's start, for its receipt and first event.

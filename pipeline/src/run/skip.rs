@@ -5,10 +5,25 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use std::collections::BTreeMap;
+
+use tomlite_staging::{Digest, State};
+
+use crate::annotate::{Annotated, Annotator};
 use crate::ingest::record::Record;
 use crate::run::open_run::OpenRun;
 use crate::run::stage_rows::RejectedInput;
-use crate::run::{POISON_AFTER, RunError};
+use crate::run::{MIN_FAILED_FOR_BUDGET, POISON_AFTER, RunError};
+
+/// A record to annotate in this run.
+pub(super) struct ToAnnotate {
+    pub(super) record: Record,
+    /// Its fingerprint and its annotation digest, for the state.
+    pub(super) digests: (Digest, Digest),
+    /// Runs in which the annotation of this content by this annotator
+    /// failed so far.
+    pub(super) failures: u32,
+}
 
 /// The time budget: stop taking records when the next batch and the
 /// commit would not fit before the deadline.
@@ -100,5 +115,91 @@ impl OpenRun<'_> {
         entry["failures"] = json!(failures);
         self.failures.push(entry);
         Ok(())
+    }
+
+    /// Whether a record is annotated: not when it is unchanged since a
+    /// committed run (same content, annotation and policy) or poison.
+    pub(super) fn triage(
+        &mut self,
+        record: Record,
+        annotator: &mut dyn Annotator,
+        state: &State,
+        skipped_from: &mut BTreeMap<String, u64>,
+    ) -> Result<Option<ToAnnotate>, RunError> {
+        let fingerprint = record.fingerprint();
+        let annotation = annotator.annotation_digest(&record)?;
+        let earlier = state.get(&record.id).copied();
+        // Failures of this content by this annotator so far (a changed
+        // record, or a new annotator, starts over).
+        let mut failures = 0;
+        if let Some(entry) = earlier.filter(|e| e.fingerprint == fingerprint) {
+            if state.outcome(&entry) == "failed" {
+                if entry.annotation == annotation {
+                    failures = entry.failures;
+                }
+                // Poison until the content or the annotator changes;
+                // --full gives it one more try.
+                if failures >= POISON_AFTER && !self.cfg.full {
+                    let last = state.run(&entry).to_string();
+                    self.poison(&record, failures, &last)?;
+                    return Ok(None);
+                }
+            } else if !self.cfg.full
+                && entry.annotation == annotation
+                && state.policy(&entry) == self.policy_sha
+            {
+                self.counts.skipped_unchanged += 1;
+                *skipped_from
+                    .entry(state.run(&entry).to_string())
+                    .or_default() += 1;
+                return Ok(None);
+            }
+        }
+        Ok(Some(ToAnnotate {
+            record,
+            digests: (fingerprint, annotation),
+            failures,
+        }))
+    }
+
+    /// Fails the run when too many records failed to annotate.
+    ///
+    /// The failure budget counts records that had not failed before: a
+    /// few known-bad records retried every night must not fail the night
+    /// (they become poison instead), and it is the run's running share,
+    /// so small batches cannot hide a broken annotator.
+    pub(super) fn check_failure_budget(
+        &mut self,
+        todo: &[ToAnnotate],
+        annotated: &[Result<Annotated, String>],
+    ) -> Result<(), RunError> {
+        for (result, next) in annotated.iter().zip(todo) {
+            if next.failures == 0 {
+                self.budget.attempted += 1;
+                self.budget.failed += u64::from(result.is_err());
+            }
+        }
+        let (failed, attempted) = (self.budget.failed, self.budget.attempted);
+        let over_budget = failed >= MIN_FAILED_FOR_BUDGET
+            && failed as f64 > self.cfg.max_failed_share * attempted as f64;
+        if !over_budget {
+            return Ok(());
+        }
+        let first = annotated
+            .iter()
+            .zip(todo)
+            .find_map(|(result, next)| {
+                result
+                    .as_ref()
+                    .err()
+                    .map(|e| format!("{}: {e}", next.record.id))
+            })
+            .unwrap_or_default();
+        Err(RunError::FailureBudget {
+            failed,
+            attempted,
+            share: self.cfg.max_failed_share,
+            first,
+        })
     }
 }

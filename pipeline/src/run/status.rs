@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::run::events::{Event, EventLog};
-use crate::run::{Counts, RunError};
+use tomlite_staging::RunDir;
+
+use crate::run::{Counts, RunConfig, RunError};
 
 /// The status stream, shared with the heartbeat thread.
 pub(super) struct Status {
@@ -18,6 +20,23 @@ pub(super) struct Status {
 }
 
 impl Status {
+    /// Opens the run's `events.jsonl`.
+    pub(super) fn open(cfg: &RunConfig, run: &RunDir, run_id: &str) -> Result<Self, RunError> {
+        let events_path = run.path().join("events.jsonl");
+        let mut log = EventLog::open(&events_path, run_id, &cfg.command).map_err(|source| {
+            RunError::Events {
+                path: events_path,
+                source,
+            }
+        })?;
+        log.set_heartbeat(cfg.heartbeat);
+        Ok(Self {
+            log: Mutex::new(log),
+            snapshot: Mutex::new((serde_json::json!({}), None)),
+            stop: AtomicBool::new(false),
+        })
+    }
+
     pub(super) fn emit(&self, e: Event<'_>) -> Result<(), RunError> {
         let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
         log.emit(e).map_err(|source| RunError::Events {
