@@ -16,7 +16,8 @@ use crate::run::{
     Counts, POISON_AFTER, RunConfig, RunError, RunSummary, SensitiveCounts, Started, StopCondition,
 };
 use crate::stage::receipt::{
-    AnnotatorReceipt, NodesReceipt, Outcome, Receipt, RetryPolicy, ShardReceipt,
+    AnnotatorReceipt, FailedRecord, FailureKind, MemoryLink, NodesReceipt, Outcome, Receipt,
+    RetryPolicy, ShardReceipt,
 };
 
 /// What a run's receipt and summary total, once its tables are closed.
@@ -24,8 +25,8 @@ pub(super) struct Totals {
     pub(super) counts: Counts,
     pub(super) reasons: BTreeMap<String, u64>,
     pub(super) sensitive: SensitiveCounts,
-    pub(super) memory_links: Vec<serde_json::Value>,
-    pub(super) failures: Vec<serde_json::Value>,
+    pub(super) memory_links: Vec<MemoryLink>,
+    pub(super) failures: Vec<FailedRecord>,
     /// The closed tables' files.
     pub(super) paths: Vec<String>,
 }
@@ -56,15 +57,9 @@ pub(super) fn emit_poison(status: &Status, open: &OpenRun<'_>) -> Result<(), Run
     let ids: Vec<String> = open
         .failures
         .iter()
-        .filter(|f| f["kind"] == "poison")
+        .filter(|f| f.kind == FailureKind::Poison)
         .take(20)
-        .map(|f| {
-            format!(
-                "{} (failed in {} runs)",
-                f["record_id"].as_str().unwrap_or_default(),
-                f["failures"]
-            )
-        })
+        .map(|f| format!("{} (failed in {} runs)", f.record_id, f.failures))
         .collect();
     let more = skipped.saturating_sub(ids.len() as u64);
     status.emit(Event {
@@ -159,8 +154,8 @@ pub(super) fn committed_receipt(
         reasons: totals.reasons.clone(),
         sensitive: totals.sensitive.clone(),
         memory_links: totals.memory_links.clone(),
-        failed: failures_of(&totals.failures, "failed"),
-        poison: failures_of(&totals.failures, "poison"),
+        failed: failures_of(&totals.failures, FailureKind::Failed),
+        poison: failures_of(&totals.failures, FailureKind::Poison),
         skipped_from_runs: read.skipped_from.clone(),
         attempts: u64::from(retry.max_attempts()),
         attempts_by_operation: Some(retry.attempts()),
@@ -181,11 +176,11 @@ pub(super) fn committed_receipt(
     }
 }
 
-/// The first 100 failure entries of one kind (`failed` or `poison`).
-fn failures_of(failures: &[serde_json::Value], kind: &str) -> Vec<serde_json::Value> {
+/// The first 100 failure entries of one kind.
+fn failures_of(failures: &[FailedRecord], kind: FailureKind) -> Vec<FailedRecord> {
     failures
         .iter()
-        .filter(|f| f["kind"] == kind)
+        .filter(|f| f.kind == kind)
         .take(100)
         .cloned()
         .collect()

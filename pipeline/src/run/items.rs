@@ -1,14 +1,13 @@
 //! What becomes of a record's decided items: promoted, queued for the
 //! curator, or dropped because a curator already decided them.
 
-use serde_json::json;
-
 use crate::annotate::read_as::ReadAs;
 use crate::ingest::record::Record;
 use crate::rules::decide::{EdgeItem, TagItem};
 use crate::run::RunError;
 use crate::run::open_run::OpenRun;
 use crate::run::stage_rows::parse_cells;
+use crate::stage::receipt::MemoryLink;
 use crate::stage::tables::ParseCells;
 
 impl OpenRun<'_> {
@@ -97,13 +96,22 @@ impl OpenRun<'_> {
         };
         self.counts.memory_links += 1;
         if self.memory_links.len() < 100 {
-            self.memory_links.push(json!({
-                "record_id": rec.id, "source_node": e.source_node, "relation": e.relation,
-                "target_node": t, "confidence": e.confidence, "edge_key": e.edge_key,
-                "source_quote": e.quote.text.as_deref(),
-                "outcome": if e.reasons.is_empty() { "promoted" } else { "quarantined" },
-                "reasons": e.reasons.iter().map(|r| r.as_str()).collect::<Vec<_>>(),
-            }));
+            self.memory_links.push(MemoryLink {
+                record_id: rec.id.clone(),
+                source_node: e.source_node.clone(),
+                relation: e.relation.clone(),
+                target_node: t.to_string(),
+                confidence: e.confidence,
+                edge_key: e.edge_key.clone(),
+                source_quote: e.quote.text.clone(),
+                outcome: if e.reasons.is_empty() {
+                    "promoted"
+                } else {
+                    "quarantined"
+                }
+                .into(),
+                reasons: e.reasons.iter().map(|r| r.as_str().to_string()).collect(),
+            });
         }
     }
 }

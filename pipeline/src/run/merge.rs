@@ -309,6 +309,12 @@ fn add_per_key(total: &mut BTreeMap<String, u64>, part: &BTreeMap<String, u64>) 
     }
 }
 
+/// Appends `more` to `list`, which keeps its first 100 entries.
+fn append_first_100<T: Clone>(list: &mut Vec<T>, more: &[T]) {
+    list.extend(more.iter().cloned());
+    list.truncate(100);
+}
+
 /// The merged run's receipt: the shards' sums and concatenations, and
 /// what every shard shares from shard 0's. `attempts`: the most attempts
 /// one I/O operation took here.
@@ -330,14 +336,9 @@ fn merged_receipt(
         add_per_key(&mut merged.skipped_from_runs, &part.skipped_from_runs);
         // A receipt from before the `sensitive` table has none to add.
         merged.sensitive.merge(&part.sensitive);
-        for (list, more) in [
-            (&mut merged.memory_links, &part.memory_links),
-            (&mut merged.failed, &part.failed),
-            (&mut merged.poison, &part.poison),
-        ] {
-            list.extend(more.iter().cloned());
-            list.truncate(100);
-        }
+        append_first_100(&mut merged.memory_links, &part.memory_links);
+        append_first_100(&mut merged.failed, &part.failed);
+        append_first_100(&mut merged.poison, &part.poison);
         merged.retries_used += part.retries_used;
         merged.attempts = merged.attempts.max(part.attempts);
     }

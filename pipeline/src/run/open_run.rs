@@ -13,6 +13,7 @@ use crate::rules::reason::Reason;
 use crate::run::skip::Budget;
 use crate::run::stage_rows::{RejectedInput, StagedTables, parse_cells};
 use crate::run::{Counts, RunConfig, RunError, SensitiveCounts};
+use crate::stage::receipt::{FailedRecord, MemoryLink};
 
 /// A run between its start event and the closing of its tables.
 pub(super) struct OpenRun<'a> {
@@ -27,11 +28,11 @@ pub(super) struct OpenRun<'a> {
     pub(super) reasons: BTreeMap<String, u64>,
     pub(super) sensitive: SensitiveCounts,
     /// The first memory links, for the receipt.
-    pub(super) memory_links: Vec<serde_json::Value>,
+    pub(super) memory_links: Vec<MemoryLink>,
     /// Curated items by record id: (fingerprint hex, identity, decision).
     pub(super) curated_items: foldhash::HashMap<String, Vec<(String, String, String)>>,
     /// Failed and poison records, for the receipt.
-    pub(super) failures: Vec<serde_json::Value>,
+    pub(super) failures: Vec<FailedRecord>,
     /// The time and failure budgets.
     pub(super) budget: Budget,
 }

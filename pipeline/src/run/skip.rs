@@ -3,8 +3,6 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
 use std::collections::BTreeMap;
 
 use tomlite_staging::{Digest, State};
@@ -14,6 +12,7 @@ use crate::ingest::record::Record;
 use crate::run::open_run::OpenRun;
 use crate::run::stage_rows::RejectedInput;
 use crate::run::{MIN_FAILED_FOR_BUDGET, POISON_AFTER, RunError};
+use crate::stage::receipt::{FailedRecord, FailureKind};
 
 /// A record to annotate in this run.
 pub(super) struct ToAnnotate {
@@ -67,7 +66,7 @@ impl OpenRun<'_> {
     /// A record whose annotation failed: a reject row, retried next run.
     pub(super) fn failed(
         &mut self,
-        rec: &Record,
+        record: &Record,
         failures: u32,
         error: &str,
     ) -> Result<(), RunError> {
@@ -75,19 +74,19 @@ impl OpenRun<'_> {
         let message = format!(
             "annotation failed (failed run {failures} of {POISON_AFTER} before the record is skipped as poison): {error}"
         );
-        self.failure(
-            rec,
-            RejectedInput::AnnotationFailed,
-            &message,
-            json!({"kind": "failed", "error": error}),
-            failures,
-        )
+        self.tables
+            .failed_record(record, RejectedInput::AnnotationFailed, &message)?;
+        self.failures.push(FailedRecord {
+            error: Some(error.to_string()),
+            ..failed_record(record, FailureKind::Failed, failures)
+        });
+        Ok(())
     }
 
     /// A poison record: skipped, listed, kept in the state as it was.
     pub(super) fn poison(
         &mut self,
-        rec: &Record,
+        record: &Record,
         failures: u32,
         last_run: &str,
     ) -> Result<(), RunError> {
@@ -95,25 +94,12 @@ impl OpenRun<'_> {
         let message = format!(
             "poison: annotation of this content failed in {failures} runs (last: run {last_run}); skipped until the record or the annotator changes"
         );
-        let entry = json!({"kind": "poison", "last_failed_run": last_run});
-        self.failure(rec, RejectedInput::Poison, &message, entry, failures)
-    }
-
-    /// The reject row and the receipt entry of a failed or poison record.
-    fn failure(
-        &mut self,
-        rec: &Record,
-        input: RejectedInput,
-        message: &str,
-        mut entry: serde_json::Value,
-        failures: u32,
-    ) -> Result<(), RunError> {
-        self.tables.failed_record(rec, input, message)?;
-        entry["record_id"] = json!(rec.id);
-        entry["source"] = json!(rec.origin.source);
-        entry["line"] = json!(rec.origin.line);
-        entry["failures"] = json!(failures);
-        self.failures.push(entry);
+        self.tables
+            .failed_record(record, RejectedInput::Poison, &message)?;
+        self.failures.push(FailedRecord {
+            last_failed_run: Some(last_run.to_string()),
+            ..failed_record(record, FailureKind::Poison, failures)
+        });
         Ok(())
     }
 
@@ -201,5 +187,18 @@ impl OpenRun<'_> {
             share: self.cfg.max_failed_share,
             first,
         })
+    }
+}
+
+/// The receipt entry of a failed or poison record.
+fn failed_record(record: &Record, kind: FailureKind, failures: u32) -> FailedRecord {
+    FailedRecord {
+        kind,
+        record_id: record.id.clone(),
+        source: record.origin.source.clone(),
+        line: record.origin.line,
+        failures,
+        error: None,
+        last_failed_run: None,
     }
 }

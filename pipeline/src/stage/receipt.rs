@@ -81,11 +81,11 @@ pub struct Receipt {
     /// Sensitive records.
     pub sensitive: SensitiveCounts,
     /// The first 100 memory links.
-    pub memory_links: Vec<Value>,
+    pub memory_links: Vec<MemoryLink>,
     /// The first 100 records whose annotation failed in this run.
-    pub failed: Vec<Value>,
+    pub failed: Vec<FailedRecord>,
     /// The first 100 records skipped as poison.
-    pub poison: Vec<Value>,
+    pub poison: Vec<FailedRecord>,
     /// Skipped records per run that processed them.
     pub skipped_from_runs: BTreeMap<String, u64>,
     /// The most attempts one I/O operation took.
@@ -124,6 +124,60 @@ impl Receipt {
     pub fn shard(&self) -> Option<&ShardReceipt> {
         self.shard.as_ref().and_then(Option::as_ref)
     }
+}
+
+/// Why a record is in the receipt's `failed` or `poison` list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// Its annotation failed in this run: retried next run.
+    Failed,
+    /// Skipped: its annotation failed in too many runs.
+    Poison,
+}
+
+/// A record whose annotation failed, or that was skipped as poison.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailedRecord {
+    /// Failed or poison.
+    pub kind: FailureKind,
+    /// The record.
+    pub record_id: String,
+    /// Its file.
+    pub source: String,
+    /// Its line or row.
+    pub line: u64,
+    /// Runs in which its annotation failed.
+    pub failures: u32,
+    /// The error (failed records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The last run it failed in (poison records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failed_run: Option<String>,
+}
+
+/// An edge to an earlier memory (`memory:<id>` target).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryLink {
+    /// The record the edge is from.
+    pub record_id: String,
+    /// Its source node.
+    pub source_node: String,
+    /// Its relation.
+    pub relation: Option<String>,
+    /// The memory.
+    pub target_node: String,
+    /// Its confidence.
+    pub confidence: Option<f64>,
+    /// The edge's key.
+    pub edge_key: String,
+    /// The supporting quote.
+    pub source_quote: Option<String>,
+    /// `promoted` or `quarantined`.
+    pub outcome: String,
+    /// Why it is quarantined.
+    pub reasons: Vec<String>,
 }
 
 /// The annotator as the receipt names it.
