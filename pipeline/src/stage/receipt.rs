@@ -416,3 +416,90 @@ impl Counts {
         self.other_shards += other_shards;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_receipt_writes_shard_as_null_and_no_merge_keys() {
+        let receipt = Receipt {
+            shard: Some(None),
+            stop_condition: Some(StopCondition::InputExhausted),
+            ..Receipt::default()
+        };
+        let json = receipt.to_json();
+        assert!(json["shard"].is_null() && json.get("shard").is_some());
+        assert!(json.get("merged_from").is_none());
+        assert!(json.get("retry_policy").is_none());
+        assert!(json.get("files").is_none());
+        assert_eq!(json["status"], "committed");
+        assert_eq!(json["stop_condition"], "input_exhausted");
+        // Keys are sorted, as every receipt was written.
+        let keys: Vec<&String> = json.as_object().expect("an object").keys().collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(keys, sorted);
+    }
+
+    #[test]
+    fn a_merged_receipt_has_no_shard_key_and_reads_back() {
+        let receipt = Receipt {
+            merged_from: Some(vec![MergedShard {
+                shard: 1,
+                count: 2,
+                run_id: "r1".into(),
+                ..MergedShard::default()
+            }]),
+            failed: vec![FailedRecord {
+                kind: FailureKind::Failed,
+                record_id: "a".into(),
+                source: "in.jsonl".into(),
+                line: 3,
+                failures: 1,
+                error: Some("boom".into()),
+                last_failed_run: None,
+            }],
+            ..Receipt::default()
+        };
+        let json = receipt.to_json();
+        assert!(json.get("shard").is_none());
+        assert!(json["failed"][0].get("last_failed_run").is_none());
+        assert_eq!(json["failed"][0]["kind"], "failed");
+        let back = Receipt::from_json(json.to_string().as_bytes()).expect("it reads back");
+        assert_eq!(back.shard(), None);
+        assert_eq!(back.merged_from.expect("merged")[0].run_id, "r1");
+        assert_eq!(back.failed, receipt.failed);
+    }
+
+    #[test]
+    fn counts_add_every_field() {
+        let one = Counts {
+            records_in: 1,
+            rejected: 2,
+            skipped_unchanged: 3,
+            processed: 4,
+            abstained: 5,
+            promoted_tags: 6,
+            quarantined_tags: 7,
+            promoted_edges: 8,
+            quarantined_edges: 9,
+            memory_links: 10,
+            unknown_mentions: 11,
+            curator_suppressed: 12,
+            quarantined_annotations: 13,
+            annotation_rejects: 14,
+            failed: 15,
+            poison_skipped: 16,
+            deferred: 17,
+            other_shards: 18,
+        };
+        let mut total = one.clone();
+        total.add(&one);
+        let doubled = serde_json::to_value(&total).expect("plain data");
+        let single = serde_json::to_value(&one).expect("plain data");
+        for (key, value) in single.as_object().expect("an object") {
+            assert_eq!(doubled[key], value.as_u64().expect("a count") * 2, "{key}");
+        }
+    }
+}
