@@ -83,14 +83,14 @@ impl OpenRun<'_> {
 
     /// Counts an edge's unknown mention and memory link; lists the first
     /// 100 memory links for the receipt.
-    fn count_edge(&mut self, rec: &Record, e: &EdgeItem) {
-        if e.target_node.is_none() && e.target_mention.is_some() {
+    fn count_edge(&mut self, rec: &Record, edge: &EdgeItem) {
+        if edge.target_node.is_none() && edge.target_mention.is_some() {
             self.counts.unknown_mentions += 1;
         }
-        let Some(t) = e
+        let Some(memory) = edge
             .target_node
             .as_deref()
-            .filter(|t| t.starts_with("memory:"))
+            .filter(|target| target.starts_with("memory:"))
         else {
             return;
         };
@@ -98,19 +98,23 @@ impl OpenRun<'_> {
         if self.memory_links.len() < 100 {
             self.memory_links.push(MemoryLink {
                 record_id: rec.id.clone(),
-                source_node: e.source_node.clone(),
-                relation: e.relation.clone(),
-                target_node: t.to_string(),
-                confidence: e.confidence,
-                edge_key: e.edge_key.clone(),
-                source_quote: e.quote.text.clone(),
-                outcome: if e.reasons.is_empty() {
+                source_node: edge.source_node.clone(),
+                relation: edge.relation.clone(),
+                target_node: memory.to_string(),
+                confidence: edge.confidence,
+                edge_key: edge.edge_key.clone(),
+                source_quote: edge.quote.text.clone(),
+                outcome: if edge.reasons.is_empty() {
                     "promoted"
                 } else {
                     "quarantined"
                 }
                 .into(),
-                reasons: e.reasons.iter().map(|r| r.as_str().to_string()).collect(),
+                reasons: edge
+                    .reasons
+                    .iter()
+                    .map(|r| r.as_str().to_string())
+                    .collect(),
             });
         }
     }

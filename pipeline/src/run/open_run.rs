@@ -89,11 +89,13 @@ impl OpenRun<'_> {
         Ok(())
     }
 
-    pub(super) fn reject(&mut self, r: &Reject, input: RejectedInput) -> Result<(), RunError> {
-        self.tables.reject(r, input)?;
+    /// Stages a reject of the given input.
+    pub(super) fn reject(&mut self, reject: &Reject, input: RejectedInput) -> Result<(), RunError> {
+        self.tables.reject(reject, input)?;
         Ok(())
     }
 
+    /// The record's state row: its digests, annotator, policy and outcome.
     pub(super) fn state_row<'r>(
         &'r self,
         record: &'r Record,
@@ -115,6 +117,7 @@ impl OpenRun<'_> {
         }
     }
 
+    /// Stages an abstained record (`why`: `no_tags` or `no_annotation`).
     pub(super) fn abstain(
         &mut self,
         rec: &Record,
@@ -133,30 +136,37 @@ impl OpenRun<'_> {
     pub(super) fn sensitive_row(
         &mut self,
         rec: &Record,
-        s: Option<&SensitiveRecord>,
+        sensitive: Option<&SensitiveRecord>,
     ) -> Result<(), RunError> {
-        let Some(s) = s else {
+        let Some(sensitive) = sensitive else {
             return Ok(());
         };
-        self.sensitive.add(s);
-        self.tables.sensitive(rec, s)?;
+        self.sensitive.add(sensitive);
+        self.tables.sensitive(rec, sensitive)?;
         Ok(())
     }
 
+    /// Counts quarantined items per reason.
     pub(super) fn count_reasons(&mut self, reasons: &[Reason]) {
-        for r in reasons {
-            *self.reasons.entry(r.as_str().to_string()).or_default() += 1;
+        for reason in reasons {
+            *self.reasons.entry(reason.as_str().to_string()).or_default() += 1;
         }
     }
 
     /// Whether a curator already decided this item of this unchanged record.
     pub(super) fn curated(&self, rec: &Record, identity: &str) -> bool {
         self.curated_items.get(&rec.id).is_some_and(|items| {
-            let fp = hex::encode(rec.fingerprint());
-            items.iter().any(|(f, i, _)| *f == fp && i == identity)
+            let fingerprint = hex::encode(rec.fingerprint());
+            items
+                .iter()
+                .any(|(decided_fingerprint, decided_identity, _)| {
+                    *decided_fingerprint == fingerprint && decided_identity == identity
+                })
         })
     }
 
+    /// Queues an annotation that could not be read, unless a curator
+    /// already decided it.
     pub(super) fn unparseable(
         &mut self,
         rec: &Record,

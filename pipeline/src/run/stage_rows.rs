@@ -64,6 +64,7 @@ fn promoted<T>(value: Option<T>, what: &str) -> T {
     value.unwrap_or_else(|| panic!("a promoted item has its {what}"))
 }
 
+/// A quote's cells, each possibly null.
 fn quote_cells(quote: &Quote) -> QuoteCells<'_> {
     QuoteCells {
         source_quote: quote.text.as_deref(),
@@ -375,6 +376,7 @@ fn queued<'r>(
     }
 }
 
+/// The reasons' snake_case names.
 fn reason_names(reasons: &[Reason]) -> Vec<&'static str> {
     reasons.iter().map(|r| r.as_str()).collect()
 }

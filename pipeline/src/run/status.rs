@@ -37,6 +37,7 @@ impl Status {
         })
     }
 
+    /// Writes one event.
     pub(super) fn emit(&self, e: Event<'_>) -> Result<(), RunError> {
         let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
         log.emit(e).map_err(|source| RunError::Events {
@@ -45,6 +46,7 @@ impl Status {
         })
     }
 
+    /// Marks a step as started.
     pub(super) fn started(&self, step: &str) {
         self.log
             .lock()
@@ -52,6 +54,7 @@ impl Status {
             .started(step);
     }
 
+    /// Marks a step as completed.
     pub(super) fn completed(&self, step: &str) {
         self.log
             .lock()
@@ -59,6 +62,7 @@ impl Status {
             .completed(step);
     }
 
+    /// The counts and artifact the next heartbeat shows.
     pub(super) fn set(&self, counts: &Counts, artifact: Option<&Path>) {
         *self.snapshot.lock().unwrap_or_else(|p| p.into_inner()) = (
             serde_json::to_value(counts).unwrap_or_default(),
