@@ -17,7 +17,10 @@ use serde_json::{Map, Value, json};
 use tomlite_staging::{StagingDir, State};
 
 use crate::graph::nodes::Registry;
-use crate::stage::tables::{self, Table, Val};
+use crate::stage::read;
+use crate::stage::tables::{
+    CuratedDecisionRow, CuratedDecisions, Quarantine, QuoteCells, StagedTable, Table,
+};
 use crate::vocab::TOM_KINDS;
 
 /// The curated table, under the staging root.
@@ -150,17 +153,18 @@ pub struct Curated {
     rows: BTreeMap<(String, String), CuratedRow>,
 }
 
-fn s(m: &Map<String, Value>, k: &str) -> Option<String> {
-    m.get(k).and_then(Value::as_str).map(str::to_string)
+/// A text cell of a staged row read back.
+fn text_field(row: &Map<String, Value>, column: &str) -> Option<String> {
+    row.get(column).and_then(Value::as_str).map(str::to_string)
 }
 
-fn u(m: &Map<String, Value>, k: &str) -> Option<u64> {
-    m.get(k).and_then(Value::as_u64)
+/// A count cell of a staged row read back.
+fn count_field(row: &Map<String, Value>, column: &str) -> Option<u64> {
+    row.get(column).and_then(Value::as_u64)
 }
 
-fn read_table(path: &Path, cols: tables::Columns) -> Result<Vec<Map<String, Value>>, CurateError> {
-    let names: Vec<&str> = cols.iter().map(|c| c.0).collect();
-    crate::ingest::parquet::rows(path, &names).map_err(|e| CurateError::Table {
+fn read_table<T: StagedTable>(path: &Path) -> Result<Vec<Map<String, Value>>, CurateError> {
+    read::all_rows::<T>(path).map_err(|e| CurateError::Table {
         path: path.to_path_buf(),
         message: e.to_string(),
     })
@@ -174,32 +178,32 @@ impl Curated {
         if !path.exists() {
             return Ok(c);
         }
-        for m in read_table(&path, tables::CURATED)? {
+        for m in read_table::<CuratedDecisions>(&path)? {
             let row = CuratedRow {
-                run_id: s(&m, "run_id").unwrap_or_default(),
-                item_id: s(&m, "item_id").unwrap_or_default(),
-                item_type: s(&m, "item_type").unwrap_or_default(),
-                record_id: s(&m, "record_id").unwrap_or_default(),
-                persona_id: s(&m, "persona_id").unwrap_or_default(),
-                record_kind: s(&m, "record_kind"),
-                decision: s(&m, "decision").unwrap_or_default(),
-                label: s(&m, "label"),
-                original_label: s(&m, "original_label"),
-                target_node: s(&m, "target_node"),
-                original_target_node: s(&m, "original_target_node"),
-                target_mention: s(&m, "target_mention"),
-                edge_key: s(&m, "edge_key"),
-                affect: s(&m, "affect"),
-                intensity: s(&m, "intensity"),
-                source_quote: s(&m, "source_quote"),
-                quote_start: u(&m, "quote_start"),
-                quote_end: u(&m, "quote_end"),
-                record_text: s(&m, "record_text").unwrap_or_default(),
-                record_fingerprint: s(&m, "record_fingerprint"),
-                curator: s(&m, "curator").unwrap_or_default(),
-                note: s(&m, "note"),
-                decided_at: s(&m, "decided_at").unwrap_or_default(),
-                applied_at: s(&m, "applied_at").unwrap_or_default(),
+                run_id: text_field(&m, "run_id").unwrap_or_default(),
+                item_id: text_field(&m, "item_id").unwrap_or_default(),
+                item_type: text_field(&m, "item_type").unwrap_or_default(),
+                record_id: text_field(&m, "record_id").unwrap_or_default(),
+                persona_id: text_field(&m, "persona_id").unwrap_or_default(),
+                record_kind: text_field(&m, "record_kind"),
+                decision: text_field(&m, "decision").unwrap_or_default(),
+                label: text_field(&m, "label"),
+                original_label: text_field(&m, "original_label"),
+                target_node: text_field(&m, "target_node"),
+                original_target_node: text_field(&m, "original_target_node"),
+                target_mention: text_field(&m, "target_mention"),
+                edge_key: text_field(&m, "edge_key"),
+                affect: text_field(&m, "affect"),
+                intensity: text_field(&m, "intensity"),
+                source_quote: text_field(&m, "source_quote"),
+                quote_start: count_field(&m, "quote_start"),
+                quote_end: count_field(&m, "quote_end"),
+                record_text: text_field(&m, "record_text").unwrap_or_default(),
+                record_fingerprint: text_field(&m, "record_fingerprint"),
+                curator: text_field(&m, "curator").unwrap_or_default(),
+                note: text_field(&m, "note"),
+                decided_at: text_field(&m, "decided_at").unwrap_or_default(),
+                applied_at: text_field(&m, "applied_at").unwrap_or_default(),
             };
             c.rows
                 .insert((row.run_id.clone(), row.item_id.clone()), row);
@@ -254,36 +258,38 @@ impl Curated {
             source,
         })?;
         let tmp = path.with_extension("parquet.tmp");
-        let mut t = Table::create_at(&tmp, "curated", tables::CURATED)?;
+        let mut table = Table::<CuratedDecisions>::create_at(&tmp)?;
         for r in self.rows.values() {
-            t.push(&[
-                Val::S(Some(&r.run_id)),
-                Val::S(Some(&r.item_id)),
-                Val::S(Some(&r.item_type)),
-                Val::S(Some(&r.record_id)),
-                Val::S(Some(&r.persona_id)),
-                Val::S(r.record_kind.as_deref()),
-                Val::S(Some(&r.decision)),
-                Val::S(r.label.as_deref()),
-                Val::S(r.original_label.as_deref()),
-                Val::S(r.target_node.as_deref()),
-                Val::S(r.original_target_node.as_deref()),
-                Val::S(r.target_mention.as_deref()),
-                Val::S(r.edge_key.as_deref()),
-                Val::S(r.affect.as_deref()),
-                Val::S(r.intensity.as_deref()),
-                Val::S(r.source_quote.as_deref()),
-                Val::U(r.quote_start),
-                Val::U(r.quote_end),
-                Val::S(Some(&r.record_text)),
-                Val::S(r.record_fingerprint.as_deref()),
-                Val::S(Some(&r.curator)),
-                Val::S(r.note.as_deref()),
-                Val::S(Some(&r.decided_at)),
-                Val::S(Some(&r.applied_at)),
-            ])?;
+            table.push(&CuratedDecisionRow {
+                run_id: &r.run_id,
+                item_id: &r.item_id,
+                item_type: &r.item_type,
+                record_id: &r.record_id,
+                persona_id: &r.persona_id,
+                record_kind: r.record_kind.as_deref(),
+                decision: &r.decision,
+                label: r.label.as_deref(),
+                original_label: r.original_label.as_deref(),
+                target_node: r.target_node.as_deref(),
+                original_target_node: r.original_target_node.as_deref(),
+                target_mention: r.target_mention.as_deref(),
+                edge_key: r.edge_key.as_deref(),
+                affect: r.affect.as_deref(),
+                intensity: r.intensity.as_deref(),
+                quote: QuoteCells {
+                    source_quote: r.source_quote.as_deref(),
+                    quote_start: r.quote_start,
+                    quote_end: r.quote_end,
+                },
+                record_text: &r.record_text,
+                record_fingerprint: r.record_fingerprint.as_deref(),
+                curator: &r.curator,
+                note: r.note.as_deref(),
+                decided_at: &r.decided_at,
+                applied_at: &r.applied_at,
+            })?;
         }
-        t.close()?;
+        table.close()?;
         std::fs::rename(&tmp, &path).map_err(|source| CurateError::Io {
             path: path.clone(),
             source,
@@ -367,9 +373,9 @@ fn run_items(staging: &Path, run_id: &str, cache: &mut RunItems) -> Result<(), C
     let path = staging.join("runs").join(run_id).join("quarantine.parquet");
     let items = if path.is_file() {
         Some(
-            read_table(&path, tables::QUARANTINE)?
+            read_table::<Quarantine>(&path)?
                 .into_iter()
-                .filter_map(|m| s(&m, "item_id").map(|id| (id, m)))
+                .filter_map(|m| text_field(&m, "item_id").map(|id| (id, m)))
                 .collect(),
         )
     } else {
@@ -592,7 +598,7 @@ fn decide_line(
                 fields.insert(k, v);
             }
             Err(e) => {
-                let item = s(&m, "item_id");
+                let item = text_field(&m, "item_id");
                 return bad(item.as_deref(), k, e);
             }
         }
@@ -643,10 +649,10 @@ fn decide_line(
             Err(e) => return bad(item, "decided_at", format!("`{t}` is not RFC3339: {e}")),
         },
     };
-    let item_type = s(q, "item_type").unwrap_or_default();
-    let record_id = s(q, "record_id").unwrap_or_default();
-    let original_label = s(q, "label");
-    let original_target = s(q, "target_node");
+    let item_type = text_field(q, "item_type").unwrap_or_default();
+    let record_id = text_field(q, "record_id").unwrap_or_default();
+    let original_label = text_field(q, "label");
+    let original_target = text_field(q, "target_node");
     let reg = match registry {
         Some(r) => Some(r),
         None => registries
@@ -741,21 +747,21 @@ fn decide_line(
         item_id: item_id.clone(),
         item_type,
         record_id,
-        persona_id: s(q, "persona_id").unwrap_or_default(),
-        record_kind: s(q, "record_kind"),
+        persona_id: text_field(q, "persona_id").unwrap_or_default(),
+        record_kind: text_field(q, "record_kind"),
         decision,
         label,
         original_label,
         target_node,
         original_target_node: original_target,
-        target_mention: s(q, "target_mention"),
-        edge_key: s(q, "edge_key"),
-        affect: s(q, "affect"),
-        intensity: s(q, "intensity"),
-        source_quote: s(q, "source_quote"),
-        quote_start: u(q, "quote_start"),
-        quote_end: u(q, "quote_end"),
-        record_text: s(q, "record_text").unwrap_or_default(),
+        target_mention: text_field(q, "target_mention"),
+        edge_key: text_field(q, "edge_key"),
+        affect: text_field(q, "affect"),
+        intensity: text_field(q, "intensity"),
+        source_quote: text_field(q, "source_quote"),
+        quote_start: count_field(q, "quote_start"),
+        quote_end: count_field(q, "quote_end"),
+        record_text: text_field(q, "record_text").unwrap_or_default(),
         record_fingerprint,
         curator,
         note: get("note"),
@@ -781,15 +787,15 @@ pub fn status(staging: &Path, decisions: Option<&Path>) -> Result<Value, CurateE
             continue;
         }
         let (mut queued, mut open) = (0u64, 0u64);
-        for q in read_table(&path, tables::QUARANTINE)? {
+        for q in read_table::<Quarantine>(&path)? {
             queued += 1;
-            let record = s(&q, "record_id").unwrap_or_default();
+            let record = text_field(&q, "record_id").unwrap_or_default();
             let current = state.get(&record).is_some_and(|e| state.run(e) == run);
-            let item = s(&q, "item_id").unwrap_or_default();
+            let item = text_field(&q, "item_id").unwrap_or_default();
             if current && !curated.contains(run, &item) {
                 open += 1;
                 *pending_by_type
-                    .entry(s(&q, "item_type").unwrap_or_default())
+                    .entry(text_field(&q, "item_type").unwrap_or_default())
                     .or_default() += 1;
                 if let Some(r) = q
                     .get("reasons")

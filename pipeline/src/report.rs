@@ -11,7 +11,11 @@ use serde_json::{Map, Value, json};
 
 use crate::graph::nodes::Registry;
 use crate::rules::policy::Policy;
-use crate::stage::tables;
+use crate::stage::read::{self, Columns};
+use crate::stage::receipt::Receipt;
+use crate::stage::tables::{
+    Abstained, PromotedEdges, PromotedTags, Quarantine, Rejects, Sensitive, StagedTable,
+};
 use crate::vocab::{AFFECTS, INTENSITIES, TOM_KINDS};
 
 /// The page template; `__TOMLITE_DATA__` is replaced by the data.
@@ -42,8 +46,9 @@ pub struct ReportInput<'a> {
     /// The run directory (its tables closed).
     pub dir: &'a Path,
     /// The run's receipt.
-    pub receipt: &'a Value,
-    /// The previous committed run's receipt, if any.
+    pub receipt: &'a Receipt,
+    /// The previous committed run's receipt, if any, as read (a receipt of
+    /// any earlier version: only its run id, counts and reasons are shown).
     pub previous: Option<Value>,
     /// The effective policy.
     pub policy: &'a Policy,
@@ -88,18 +93,18 @@ fn utf16_span(
     Some((a, a + text[s..e].encode_utf16().count()))
 }
 
-fn each(
+/// Streams the rows of the run's table `T` (`columns` of it).
+fn each<T: StagedTable>(
     dir: &Path,
-    name: &str,
-    fields: &[&str],
+    columns: Columns<'_>,
     f: impl FnMut(Map<String, Value>),
 ) -> Result<(), ReportError> {
-    crate::ingest::parquet::rows_each(&dir.join(format!("{name}.parquet")), fields, f).map_err(
-        |e| ReportError {
-            table: name.to_string(),
+    read::each_row::<T>(&dir.join(format!("{}.parquet", T::NAME)), columns, f).map_err(|e| {
+        ReportError {
+            table: T::NAME.to_string(),
             message: e.to_string(),
-        },
-    )
+        }
+    })
 }
 
 /// Records whose raw annotator output needed rescue (`--raw-annotations`
@@ -148,8 +153,7 @@ pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
     let mut safety = Vec::new();
     let mut safety_total = 0usize;
     let mut sensitive_of: std::collections::HashMap<String, String> = Default::default();
-    let cols: Vec<&str> = tables::SENSITIVE.iter().map(|c| c.0).collect();
-    each(dir, "sensitive", &cols, |r| {
+    each::<Sensitive>(dir, Columns::All, |r| {
         let id = st(&r, "record_id").unwrap_or("").to_string();
         let flags: Vec<&str> = r
             .get("flags")
@@ -185,10 +189,9 @@ pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
             hist.entry(head).or_default()[which].push(v);
         }
     };
-    each(
+    each::<PromotedTags>(
         dir,
-        "promoted_tags",
-        &[
+        Columns::Only(&[
             "persona_id",
             "tom_kind_confidence",
             "affect_confidence",
@@ -196,7 +199,7 @@ pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
             "record_id",
             "parse_class",
             "escape_shape",
-        ],
+        ]),
         |r| {
             recovered.add(&r, "promoted");
             push("tom_kind", 0, f(&r, "tom_kind_confidence"));
@@ -207,16 +210,15 @@ pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
                 .or_default()[0] += 1;
         },
     )?;
-    each(
+    each::<PromotedEdges>(
         dir,
-        "promoted_edges",
-        &[
+        Columns::Only(&[
             "persona_id",
             "confidence",
             "record_id",
             "parse_class",
             "escape_shape",
-        ],
+        ]),
         |r| {
             recovered.add(&r, "promoted");
             push("edge", 0, f(&r, "confidence"));
@@ -229,8 +231,7 @@ pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
     let mut text_ix: BTreeMap<String, usize> = BTreeMap::new();
     let mut queue = Vec::new();
     let mut queue_total = 0usize;
-    let all: Vec<&str> = tables::QUARANTINE.iter().map(|c| c.0).collect();
-    each(dir, "quarantine", &all, |q| {
+    each::<Quarantine>(dir, Columns::All, |q| {
         queue_total += 1;
         recovered.add(&q, "quarantined");
         personas
@@ -280,8 +281,7 @@ pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
     })?;
     let mut abstained = Vec::new();
     let mut abstained_total = 0usize;
-    let cols: Vec<&str> = tables::ABSTAINED.iter().map(|c| c.0).collect();
-    each(dir, "abstained", &cols, |a| {
+    each::<Abstained>(dir, Columns::All, |a| {
         abstained_total += 1;
         recovered.add(&a, "abstained");
         personas
@@ -293,8 +293,7 @@ pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
     })?;
     let mut rejects = Vec::new();
     let mut rejects_total = 0usize;
-    let cols: Vec<&str> = tables::REJECTS.iter().map(|c| c.0).collect();
-    each(dir, "rejects", &cols, |x| {
+    each::<Rejects>(dir, Columns::All, |x| {
         rejects_total += 1;
         if rejects.len() < MAX_LISTED {
             rejects.push(Value::Object(x));
@@ -318,17 +317,17 @@ pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
         .map(|p| json!({"run_id": p["run_id"], "counts": p["counts"], "reasons": p["reasons"]}));
     Ok(json!({
         "run": {
-            "run_id": r["run_id"], "started_at": r["started_at"], "finished_at": r["finished_at"],
-            "duration_seconds": r["duration_seconds"], "annotator": r["annotator"]["id"],
-            "policy_sha256": r["policy_sha256"],
-            "inputs": r["inputs"].as_array().map(|a| a.iter().map(|i| json!({"path": i["path"], "records": i["records"]})).collect::<Vec<_>>()),
+            "run_id": r.run_id, "started_at": r.started_at, "finished_at": r.finished_at,
+            "duration_seconds": r.duration_seconds, "annotator": r.annotator.id,
+            "policy_sha256": r.policy_sha256,
+            "inputs": r.inputs.iter().map(|i| json!({"path": i.path, "records": i.records})).collect::<Vec<_>>(),
         },
-        "counts": r["counts"],
-        "sensitive": r["sensitive"],
+        "counts": r.counts,
+        "sensitive": r.sensitive,
         "safety": safety,
         "safety_total": safety_total,
         "previous": prev,
-        "reasons": r["reasons"],
+        "reasons": r.reasons,
         "personas": personas.iter().map(|(p, c)| json!({"persona_id": p, "promoted": c[0], "quarantined": c[1], "abstained": c[2]})).collect::<Vec<_>>(),
         "thresholds": {
             "tom_kind": when.promote_tags_when.tom_kind_confidence_min,
@@ -347,10 +346,10 @@ pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
         "abstained_total": abstained_total,
         "rejects": rejects,
         "rejects_total": rejects_total,
-        "failed": r["failed"],
-        "poison": r["poison"],
-        "parse_classes": r["annotator"]["stats"]["raw_annotations"]["parse_classes"],
-        "escape_shapes": r["annotator"]["stats"]["raw_annotations"]["escape_shapes"],
+        "failed": r.failed,
+        "poison": r.poison,
+        "parse_classes": r.annotator.stats["raw_annotations"]["parse_classes"],
+        "escape_shapes": r.annotator.stats["raw_annotations"]["escape_shapes"],
         "recovered": recovered.records,
     }))
 }

@@ -12,6 +12,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::run::events::{Event, EventLog, FINAL_PHASE, stale_after};
+use crate::run::{RunConfig, RunError, new_run_id};
+use crate::stage::receipt::Outcome;
 
 /// The folder of the staging directory that keeps failed and blocked runs.
 pub const FAILED_DIR: &str = "failed";
@@ -183,4 +185,76 @@ pub fn record(
     f.sync_all()?;
     tomlite_staging::sync_dir(&dir).map_err(std::io::Error::other)?;
     Ok(dir)
+}
+
+/// Keeps the record of a run that ended on `e` in `<staging>/failed/`:
+/// its event stream (`log`, with its run id) or a new one; a warning when
+/// that cannot be written (the run's own error is what matters).
+pub(super) fn keep_failed(
+    cfg: &RunConfig,
+    started_at: chrono::DateTime<chrono::Utc>,
+    phase: &str,
+    e: &RunError,
+    log: Option<(&mut EventLog, &str)>,
+    (counts, artifact): (serde_json::Value, Option<&Path>),
+) {
+    let unfinished = matches!(
+        e,
+        RunError::Staging(tomlite_staging::Error::Unfinished { .. })
+    );
+    let (status, next_step, note) = match e {
+        RunError::Staging(tomlite_staging::Error::Locked { .. }) => (
+            Outcome::Blocked.as_str(),
+            "wait for the run that holds the lock to end (or check it is alive), then run again",
+            "another run holds the staging directory: this run changed nothing but this folder",
+        ),
+        _ if unfinished => (
+            Outcome::Unfinished.as_str(),
+            "run again: the next run's recovery completes this run's commit",
+            "the run is published in runs/; the state or LATEST was not replaced yet",
+        ),
+        RunError::Staging(tomlite_staging::Error::StateBehind { .. }) => (
+            Outcome::Blocked.as_str(),
+            "restore the state file that lists the committed runs, or move those runs out of runs/ (see the error)",
+            "recovery stopped before changing anything",
+        ),
+        _ => (
+            Outcome::Failed.as_str(),
+            "fix what bug_or_blocker names and run again: nothing was committed, the next run redoes these records",
+            "nothing was committed: the state, LATEST and the committed runs are as the last committed run left them",
+        ),
+    };
+    let error = crate::run::failed::chain(e);
+    let (log, run_id) = match log {
+        Some((log, id)) => {
+            if unfinished {
+                // The stream moved with the published run directory.
+                let published = cfg.staging.join("runs").join(id).join("events.jsonl");
+                let _ = log.reopen(&published);
+            }
+            (Some(log), id.to_string())
+        }
+        None => (
+            None,
+            new_run_id(&cfg.staging.join("runs"), chrono::Utc::now()),
+        ),
+    };
+    let in_place = unfinished;
+    let ended = crate::run::failed::Ended {
+        run_id: &run_id,
+        command: &cfg.command,
+        status,
+        exit_code: e.exit_code(),
+        phase,
+        error: &error,
+        next_step,
+        started_at,
+        heartbeat: cfg.heartbeat,
+        counts,
+        left_untouched: crate::run::failed::untouched(&cfg.staging, note),
+        artifact,
+    };
+    if let Err(w) = crate::run::failed::record(&cfg.staging, &ended, log, in_place) {
+        eprintln!("tomlite: warning: cannot keep the record of failed run {run_id}: {w}");
+    }
 }

@@ -16,22 +16,17 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::{Value, json};
+
+use crate::stage::receipt::{AnnotatorReceipt, MergedShard, Outcome, Receipt};
 use tomlite_staging::{StagingDir, State, StateRow};
 
 use crate::graph::nodes::Registry;
 use crate::rules::policy::Policy;
 use crate::run::events::{Event, EventLog};
-use crate::run::{Counts, RunSummary, SensitiveCounts, StopCondition};
+use crate::run::{RunSummary, StopCondition};
 
 /// The tables a run directory holds.
-pub const TABLES: [&str; 6] = [
-    "promoted_tags",
-    "promoted_edges",
-    "quarantine",
-    "abstained",
-    "sensitive",
-    "rejects",
-];
+pub const TABLES: [&str; 6] = crate::stage::tables::RUN_TABLES;
 
 /// Why a merge did not happen.
 #[derive(Debug, thiserror::Error)]
@@ -69,7 +64,7 @@ struct ShardRun {
     run_id: String,
     index: u32,
     count: u32,
-    receipt: Value,
+    receipt: Receipt,
     receipt_sha256: String,
 }
 
@@ -91,13 +86,12 @@ fn read_shard(dir: &Path) -> Result<ShardRun, MergeError> {
             dir.display()
         ))
     })?;
-    let receipt: Value = serde_json::from_slice(&bytes).map_err(|e| MergeError::Read {
+    let receipt = Receipt::from_json(&bytes).map_err(|e| MergeError::Read {
         path: path.clone(),
         message: e.to_string(),
     })?;
-    let run_id = receipt["run_id"].as_str().unwrap_or_default().to_string();
-    let shard = &receipt["shard"];
-    let (Some(index), Some(count)) = (shard["index"].as_u64(), shard["count"].as_u64()) else {
+    let run_id = receipt.run_id.clone();
+    let Some((index, count)) = receipt.shard().map(|s| (s.index, s.count)) else {
         return Err(refused(format!(
             "run {run_id} ({}) was not run with --shard K/N",
             dir.display()
@@ -115,33 +109,37 @@ fn read_shard(dir: &Path) -> Result<ShardRun, MergeError> {
             root.display()
         )));
     }
-    if receipt["stop_condition"] != "input_exhausted" {
+    if receipt.stop_condition != Some(StopCondition::InputExhausted) {
         return Err(refused(format!(
             "shard {index} run {run_id} is partial (stop_condition {}): run the shard again until it completes",
-            receipt["stop_condition"]
+            Value::from(receipt.stop_condition.map(StopCondition::as_str))
         )));
     }
     Ok(ShardRun {
         dir: dir.to_path_buf(),
         run_id,
-        index: index as u32,
-        count: count as u32,
+        index,
+        count,
         receipt,
         receipt_sha256: crate::hash::sha256_bytes(&bytes),
     })
 }
 
 /// What must be equal across shards, with a name for the refusal.
-fn identity(r: &Value) -> [(&'static str, Value); 4] {
-    let inputs: Vec<Value> = r["inputs"]
-        .as_array()
-        .map(|a| a.iter().map(|i| i["sha256"].clone()).collect())
-        .unwrap_or_default();
+fn identity(r: &Receipt) -> [(&'static str, Value); 4] {
+    let inputs: Vec<Value> = r
+        .inputs
+        .iter()
+        .map(|i| Value::from(i.sha256.as_str()))
+        .collect();
     [
         ("inputs (sha256)", Value::Array(inputs)),
-        ("policy", r["policy_sha256"].clone()),
-        ("annotator", r["annotator"]["sha256"].clone()),
-        ("node registry", r["nodes"]["sha256"].clone()),
+        ("policy", Value::from(r.policy_sha256.as_str())),
+        ("annotator", Value::from(r.annotator.sha256.as_str())),
+        (
+            "node registry",
+            Value::from(r.nodes.as_ref().and_then(|n| n.sha256.clone())),
+        ),
     ]
 }
 
@@ -199,16 +197,14 @@ fn merged_before(staging: &Path) -> Vec<String> {
     };
     let mut out = Vec::new();
     for e in entries.flatten() {
-        let receipt: Option<Value> = std::fs::read(e.path().join("receipt.json"))
+        let receipt = std::fs::read(e.path().join("receipt.json"))
             .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok());
-        for m in receipt
-            .iter()
-            .flat_map(|r| r["merged_from"].as_array().into_iter().flatten())
+            .and_then(|b| Receipt::from_json(&b).ok());
+        for shard in receipt
+            .into_iter()
+            .flat_map(|r| r.merged_from.unwrap_or_default())
         {
-            if let Some(id) = m["run_id"].as_str() {
-                out.push(id.to_string());
-            }
+            out.push(shard.run_id);
         }
     }
     out
@@ -234,11 +230,7 @@ fn refuse_lost_rows(shards: &[ShardRun], staging: &Path) -> Result<(), MergeErro
             .and_then(Path::parent)
             .unwrap_or(Path::new("."));
         let own = State::load(&root.join("state"))?;
-        for (run, n) in s.receipt["skipped_from_runs"]
-            .as_object()
-            .into_iter()
-            .flatten()
-        {
+        for (run, n) in &s.receipt.skipped_from_runs {
             if own.runs().contains(run) && !before.contains(run) {
                 return Err(refused(format!(
                     "shard {} run {} skipped {n} records that run {run} of the same shard committed, and no merge into {} took run {run}: merging {} alone would lose them; merge the runs of run {run}'s night first (or rerun the shard with --full)",
@@ -284,20 +276,15 @@ fn refuse_shard_target(shards: &[ShardRun], staging: &Path) -> Result<(), MergeE
     }
     let state = State::load(&target.join("state"))?;
     for run in state.runs() {
-        let receipt: Option<Value> =
-            std::fs::read(target.join("runs").join(run).join("receipt.json"))
-                .ok()
-                .and_then(|b| serde_json::from_slice(&b).ok());
-        if let Some(shard) = receipt
-            .as_ref()
-            .map(|r| &r["shard"])
-            .filter(|s| s.is_object())
-        {
+        let receipt = std::fs::read(target.join("runs").join(run).join("receipt.json"))
+            .ok()
+            .and_then(|b| Receipt::from_json(&b).ok());
+        if let Some(shard) = receipt.as_ref().and_then(Receipt::shard) {
             return Err(refused(format!(
                 "{} holds shard run {run} (shard {}/{}): it is a shard's staging directory, and a merged run committed there would block that shard's merges on every later night; merge into a staging directory of its own",
                 staging.display(),
-                shard["index"],
-                shard["count"]
+                shard.index,
+                shard.count
             )));
         }
     }
@@ -315,13 +302,167 @@ fn with_run_id(batch: RecordBatch, run_id: &str) -> Result<RecordBatch, arrow_sc
     RecordBatch::try_new(schema, cols)
 }
 
-fn add_counts(total: &mut Value, part: &Value) {
-    if let (Value::Object(t), Value::Object(p)) = (total, part) {
-        for (k, v) in p {
-            let sum = t.get(k).and_then(Value::as_u64).unwrap_or(0) + v.as_u64().unwrap_or(0);
-            t.insert(k.clone(), json!(sum));
+/// Adds `part`'s counts per key to `total`'s.
+fn add_per_key(total: &mut BTreeMap<String, u64>, part: &BTreeMap<String, u64>) {
+    for (key, n) in part {
+        *total.entry(key.clone()).or_default() += n;
+    }
+}
+
+/// Appends `more` to `list`, which keeps its first 100 entries.
+fn append_first_100<T: Clone>(list: &mut Vec<T>, more: &[T]) {
+    list.extend(more.iter().cloned());
+    list.truncate(100);
+}
+
+/// The merged run's receipt: the shards' sums and concatenations, and
+/// what every shard shares from shard 0's. `attempts`: the most attempts
+/// one I/O operation took here.
+fn merged_receipt(
+    shards: &[ShardRun],
+    run_id: &str,
+    (started, clock): (chrono::DateTime<chrono::Utc>, std::time::Instant),
+    attempts: u64,
+    recovered: Vec<String>,
+) -> Receipt {
+    let mut merged = Receipt {
+        attempts,
+        ..Receipt::default()
+    };
+    for shard in shards {
+        let part = &shard.receipt;
+        merged.counts.add(&part.counts);
+        add_per_key(&mut merged.reasons, &part.reasons);
+        add_per_key(&mut merged.skipped_from_runs, &part.skipped_from_runs);
+        // A receipt from before the `sensitive` table has none to add.
+        merged.sensitive.merge(&part.sensitive);
+        append_first_100(&mut merged.memory_links, &part.memory_links);
+        append_first_100(&mut merged.failed, &part.failed);
+        append_first_100(&mut merged.poison, &part.poison);
+        merged.retries_used += part.retries_used;
+        merged.attempts = merged.attempts.max(part.attempts);
+    }
+    // Every shard read every line; the merged run has no other shard.
+    merged.counts.other_shards = 0;
+    let first = &shards[0].receipt;
+    Receipt {
+        run_id: run_id.to_string(),
+        status: Outcome::Committed,
+        started_at: started.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        finished_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        duration_seconds: clock.elapsed().as_secs_f64(),
+        inputs: first.inputs.clone(),
+        annotator: AnnotatorReceipt {
+            id: first.annotator.id.clone(),
+            sha256: first.annotator.sha256.clone(),
+            stats: shards
+                .iter()
+                .map(|s| s.receipt.annotator.stats.clone())
+                .collect(),
+        },
+        nodes: first.nodes.clone(),
+        policy_sha256: first.policy_sha256.clone(),
+        policy_source: first.policy_source.clone(),
+        full: first.full,
+        merged_from: Some(
+            shards
+                .iter()
+                .map(|s| MergedShard {
+                    shard: s.index,
+                    count: s.count,
+                    run_id: s.run_id.clone(),
+                    run_dir: s.dir.display().to_string(),
+                    receipt_sha256: s.receipt_sha256.clone(),
+                    duration_seconds: Some(s.receipt.duration_seconds),
+                })
+                .collect(),
+        ),
+        recovered,
+        stop_condition: Some(StopCondition::InputExhausted),
+        resumable: false,
+        ..merged
+    }
+}
+
+/// Copies every shard's tables into the merged run, in shard order, with
+/// `run_id` set to the merged run's; returns the files written.
+fn copy_tables(
+    shards: &[ShardRun],
+    run: &mut tomlite_staging::RunDir,
+    run_id: &str,
+) -> Result<Vec<String>, MergeError> {
+    let mut paths = Vec::new();
+    for name in TABLES {
+        let mut writer = None;
+        for s in shards {
+            let path = s.dir.join(format!("{name}.parquet"));
+            let read_err = |message: String| MergeError::Read {
+                path: path.clone(),
+                message,
+            };
+            let file = std::fs::File::open(&path).map_err(|e| read_err(e.to_string()))?;
+            let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+                .map_err(|e| read_err(e.to_string()))?;
+            let schema = reader.schema().clone();
+            let w = match &mut writer {
+                Some(w) => w,
+                None => writer.insert(run.table(name, schema)?),
+            };
+            for batch in reader.build().map_err(|e| read_err(e.to_string()))? {
+                let batch = batch
+                    .and_then(|b| with_run_id(b, run_id))
+                    .map_err(|e| read_err(e.to_string()))?;
+                w.write(&batch)?;
+            }
+        }
+        if let Some(w) = writer {
+            paths.push(w.close()?.display().to_string());
         }
     }
+    Ok(paths)
+}
+
+/// The merged run's report, then its receipt, written last: it seals
+/// every file written before it.
+fn write_report_and_receipt(
+    out: &StagingDir,
+    run: &mut tomlite_staging::RunDir,
+    receipt: Receipt,
+    (policy, registry): (&Policy, Option<&Registry>),
+) -> Result<(), MergeError> {
+    let previous = out
+        .latest()?
+        .and_then(|id| std::fs::read(out.runs_dir().join(id).join("receipt.json")).ok())
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    let data = crate::report::data(&crate::report::ReportInput {
+        dir: run.path(),
+        receipt: &receipt,
+        previous,
+        policy,
+        registry,
+    })?;
+    run.write_file("report.html", crate::report::html(&data).as_bytes())?;
+    run.write_file("report.md", crate::report::markdown(&data).as_bytes())?;
+    let receipt = crate::stage::verify::sealed(receipt, run.path())?;
+    run.write_json("receipt.json", &receipt)?;
+    Ok(())
+}
+
+/// Adds every shard's state to `state`, this night's rows credited to the
+/// merged run.
+fn union_states(shards: &[ShardRun], state: &mut State, run_id: &str) -> Result<(), MergeError> {
+    for s in shards {
+        let shard_state = State::load(&shard_root(s).join("state"))?;
+        for row in shard_state.rows() {
+            let run_id = if row.run_id == s.run_id {
+                run_id
+            } else {
+                row.run_id
+            };
+            state.upsert(StateRow { run_id, ..row });
+        }
+    }
+    Ok(())
 }
 
 /// Merges one complete run per shard into a new committed run in `staging`.
@@ -339,9 +480,7 @@ pub fn merge(
     let shards = check(runs)?;
     refuse_shard_target(&shards, staging)?;
     refuse_lost_rows(&shards, staging)?;
-    let ran_with = shards[0].receipt["policy_sha256"]
-        .as_str()
-        .unwrap_or_default();
+    let ran_with = shards[0].receipt.policy_sha256.as_str();
     if ran_with != policy.sha256() {
         return Err(refused(format!(
             "the shards ran with policy {ran_with}, not {}: pass --policy with the shards' policy",
@@ -376,152 +515,39 @@ pub fn merge(
                 ..Default::default()
             })
             .map_err(ev)?;
-        let mut paths = Vec::new();
-        for name in TABLES {
-            let mut writer = None;
-            for s in &shards {
-                let path = s.dir.join(format!("{name}.parquet"));
-                let read_err = |message: String| MergeError::Read {
-                    path: path.clone(),
-                    message,
-                };
-                let file = std::fs::File::open(&path).map_err(|e| read_err(e.to_string()))?;
-                let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-                    .map_err(|e| read_err(e.to_string()))?;
-                let schema = reader.schema().clone();
-                let w = match &mut writer {
-                    Some(w) => w,
-                    None => writer.insert(run.table(name, schema)?),
-                };
-                for batch in reader.build().map_err(|e| read_err(e.to_string()))? {
-                    let batch = batch
-                        .and_then(|b| with_run_id(b, &run_id))
-                        .map_err(|e| read_err(e.to_string()))?;
-                    w.write(&batch)?;
-                }
-            }
-            if let Some(w) = writer {
-                paths.push(w.close()?.display().to_string());
-            }
-        }
-        // Counts, reasons and lists: the shards' sums and concatenations.
-        let mut counts = json!({});
-        let mut reasons = json!({});
-        let mut skipped = json!({});
-        let mut sensitive = SensitiveCounts::default();
-        let (mut links, mut failed, mut poison) = (Vec::new(), Vec::new(), Vec::new());
-        let mut retries = 0;
+        let paths = copy_tables(&shards, &mut run, &run_id)?;
         // The most attempts one I/O operation took, in a shard or here.
-        let mut attempts = u64::from(out.retry().max_attempts());
-        for s in &shards {
-            let r = &s.receipt;
-            add_counts(&mut counts, &r["counts"]);
-            add_counts(&mut reasons, &r["reasons"]);
-            add_counts(&mut skipped, &r["skipped_from_runs"]);
-            // A receipt from before the `sensitive` table has none to add.
-            if !r["sensitive"].is_null() {
-                let part: SensitiveCounts = serde_json::from_value(r["sensitive"].clone())
-                    .map_err(|e| MergeError::Read {
-                        path: s.dir.join("receipt.json"),
-                        message: format!("sensitive: {e}"),
-                    })?;
-                sensitive.merge(&part);
-            }
-            for (list, key) in [
-                (&mut links, "memory_links"),
-                (&mut failed, "failed"),
-                (&mut poison, "poison"),
-            ] {
-                list.extend(r[key].as_array().into_iter().flatten().cloned());
-                list.truncate(100);
-            }
-            retries += r["retries_used"].as_u64().unwrap_or(0);
-            attempts = attempts.max(r["attempts"].as_u64().unwrap_or(1));
-        }
-        // Every shard read every line; the merged run has no other shard.
-        counts["other_shards"] = json!(0);
-        let first = &shards[0].receipt;
-        let receipt = json!({
-            "run_id": run_id,
-            "status": "committed",
-            "started_at": started.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            "finished_at": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            "duration_seconds": clock.elapsed().as_secs_f64(),
-            "inputs": first["inputs"],
-            "annotator": {"id": first["annotator"]["id"], "sha256": first["annotator"]["sha256"],
-                "stats": shards.iter().map(|s| s.receipt["annotator"]["stats"].clone()).collect::<Vec<_>>()},
-            "nodes": first["nodes"],
-            "policy_sha256": first["policy_sha256"],
-            "policy_source": first["policy_source"],
-            "full": first["full"],
-            "merged_from": shards.iter().map(|s| json!({
-                "shard": s.index, "count": s.count, "run_id": s.run_id,
-                "run_dir": s.dir.display().to_string(), "receipt_sha256": s.receipt_sha256,
-                "duration_seconds": s.receipt["duration_seconds"],
-            })).collect::<Vec<_>>(),
-            "counts": counts,
-            "reasons": reasons,
-            "sensitive": sensitive,
-            "memory_links": links,
-            "failed": failed,
-            "poison": poison,
-            "skipped_from_runs": skipped,
-            "attempts": attempts,
-            "retries_used": retries,
-            "recovered": recovered,
-            "stop_condition": "input_exhausted",
-            "resumable": false,
-        });
-        let previous = out
-            .latest()?
-            .and_then(|id| std::fs::read(out.runs_dir().join(id).join("receipt.json")).ok())
-            .and_then(|b| serde_json::from_slice(&b).ok());
-        let data = crate::report::data(&crate::report::ReportInput {
-            dir: run.path(),
-            receipt: &receipt,
-            previous,
-            policy,
-            registry,
-        })?;
-        run.write_file("report.html", crate::report::html(&data).as_bytes())?;
-        run.write_file("report.md", crate::report::markdown(&data).as_bytes())?;
-        // The receipt, written last: it seals every file written before it.
-        let receipt = crate::stage::verify::sealed(receipt, run.path())?;
-        run.write_json("receipt.json", &receipt)?;
+        let receipt = merged_receipt(
+            &shards,
+            &run_id,
+            (started, clock),
+            u64::from(out.retry().max_attempts()),
+            recovered,
+        );
+        let receipt_for_report = receipt.clone();
+        let Receipt {
+            counts,
+            reasons,
+            sensitive,
+            skipped_from_runs: skipped,
+            retries_used: retries,
+            recovered,
+            ..
+        } = receipt;
+        write_report_and_receipt(&out, &mut run, receipt_for_report, (policy, registry))?;
         // The state: every shard's, this night's rows credited to the merged run.
-        for s in &shards {
-            let root = s
-                .dir
-                .parent()
-                .and_then(Path::parent)
-                .unwrap_or(Path::new("."));
-            let shard_state = State::load(&root.join("state"))?;
-            for row in shard_state.rows() {
-                let run_id = if row.run_id == s.run_id {
-                    run_id.as_str()
-                } else {
-                    row.run_id
-                };
-                state.upsert(StateRow { run_id, ..row });
-            }
-        }
+        union_states(&shards, &mut state, &run_id)?;
         events
             .emit(Event {
                 phase: "commit",
                 current_artifact: Some(run.path()),
-                counts: counts.clone(),
+                counts: serde_json::to_value(&counts).unwrap_or_default(),
                 paths,
                 next_step: "rename the run directory, then replace state and LATEST",
                 stop_condition: "LATEST names this run",
                 ..Default::default()
             })
             .map_err(ev)?;
-        let counts: Counts = serde_json::from_value(counts).map_err(|e| MergeError::Read {
-            path: shards[0].dir.join("receipt.json"),
-            message: format!("counts: {e}"),
-        })?;
-        let reasons: BTreeMap<String, u64> = serde_json::from_value(reasons).unwrap_or_default();
-        let skipped: BTreeMap<String, u64> = serde_json::from_value(skipped).unwrap_or_default();
         Ok((counts, reasons, sensitive, skipped, retries, recovered))
     })();
     let (counts, reasons, sensitive, skipped, retries, recovered) = match result {

@@ -4,335 +4,47 @@
 //! stage, in batches; nothing holds the records themselves in memory. What
 //! grows with the input is one entry per record id (the state and the ids
 //! seen in this run), a few dozen bytes each.
+//!
+//! [`run`] orchestrates; beside it: [`config`] (what a run is asked to do),
+//! `inputs` (reading and batching), `batch` (annotate and decide one
+//! batch), `skip` (poison, failure and time budgets), `items` and
+//! `stage_rows` (what becomes of each decided item, and its row), `status`
+//! (the event stream and heartbeats), `finish` (receipt, report, commit).
 
+mod batch;
+pub mod config;
+pub mod error;
 pub mod events;
 pub mod failed;
+mod finish;
+mod inputs;
+mod items;
 pub mod merge;
+mod open_run;
 pub mod progress;
+mod skip;
+mod stage_rows;
+mod status;
+
+pub use crate::run::config::{DEFAULT_MAX_FAILED_SHARE, MIN_FAILED_FOR_BUDGET, RunConfig, Shard};
+pub use crate::run::error::RunError;
+pub use crate::stage::receipt::{Counts, InputInfo, SensitiveCounts, StopCondition};
+pub use tomlite_staging::retry::POISON_AFTER;
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
-
-use foldhash::{HashMap, HashMapExt};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use serde::Serialize;
 use serde_json::json;
-use tomlite_staging::{StagingDir, State, StateRow, fault};
+use tomlite_staging::{RunDir, StagingDir, State};
 
-use crate::annotate::read_as::ReadAs;
-use crate::annotate::{AnnotateError, Annotator, AnnotatorInfo};
-use crate::graph::nodes::Registry;
-use crate::ingest::record::{IngestError, IngestOptions, Item, Record, Reject};
-use crate::rules::decide::{
-    Decision, EdgeItem, Exists, Nodes, SensitiveRecord, TagItem, decide, sensitivity,
-};
-use crate::rules::policy::Policy;
-use crate::rules::reason::Reason;
-use crate::run::events::{Event, EventLog};
-use crate::run::progress::{Progress, ProgressMode};
-use crate::stage::tables::{self, Table, Val};
-
-/// Everything a run needs, resolved from the command line and the policy.
-#[derive(Debug, Clone)]
-pub struct RunConfig {
-    /// Record files or journal folders, in order.
-    pub inputs: Vec<PathBuf>,
-    /// The staging directory.
-    pub staging: PathBuf,
-    /// The effective policy.
-    pub policy: Policy,
-    /// Where the policy came from (`None`: the seed's defaults).
-    pub policy_source: Option<PathBuf>,
-    /// The node registry and where it came from.
-    pub nodes: Option<(PathBuf, Registry)>,
-    /// Ignore the state: process every record.
-    pub full: bool,
-    /// How records are checked.
-    pub ingest: IngestOptions,
-    /// The command line, for the status stream.
-    pub command: String,
-    /// Stop taking new records when this instant is near; commit what is
-    /// done ([`StopCondition::Deadline`]).
-    pub deadline: Option<Instant>,
-    /// Process only the records of one shard.
-    pub shard: Option<Shard>,
-    /// Records per annotator call (default: the annotator's own).
-    pub batch_size: Option<usize>,
-    /// The run fails without committing when more than this share of the
-    /// records annotated so far (at least [`MIN_FAILED_FOR_BUDGET`] of them)
-    /// fails; records that failed in earlier runs are not counted.
-    pub max_failed_share: f64,
-    /// A record whose annotation alone takes longer fails.
-    pub record_timeout: Option<Duration>,
-    /// Seconds between heartbeats in `events.jsonl`.
-    pub heartbeat: Duration,
-    /// How progress is shown on stderr.
-    pub progress: ProgressMode,
-    /// The `committed` event's status code is 6 when poison records were
-    /// skipped (the binary's `--escalate-poison`).
-    pub escalate_poison: bool,
-    /// Retries of a transient I/O error (the seed's default 1, at most
-    /// [`tomlite_staging::retry::MAX_RETRIES`]).
-    pub transient_retries: u32,
-}
-
-impl RunConfig {
-    /// A config with the operational defaults (no deadline, no shard,
-    /// failure share 0.1, heartbeat 30 s, quiet).
-    pub fn new(inputs: Vec<PathBuf>, staging: PathBuf, policy: Policy) -> Self {
-        Self {
-            inputs,
-            staging,
-            ingest: IngestOptions {
-                max_text_bytes: policy.run.max_text_bytes,
-                journal_persona: None,
-            },
-            policy,
-            policy_source: None,
-            nodes: None,
-            full: false,
-            command: String::new(),
-            deadline: None,
-            shard: None,
-            batch_size: None,
-            max_failed_share: DEFAULT_MAX_FAILED_SHARE,
-            record_timeout: None,
-            heartbeat: crate::run::events::HEARTBEAT,
-            progress: ProgressMode::Quiet,
-            escalate_poison: false,
-            transient_retries: tomlite_staging::retry::DEFAULT_RETRIES,
-        }
-    }
-}
-
-pub use tomlite_staging::retry::POISON_AFTER;
-/// Default of [`RunConfig::max_failed_share`].
-pub const DEFAULT_MAX_FAILED_SHARE: f64 = 0.1;
-/// A batch fails the run only with at least this many failed records.
-pub const MIN_FAILED_FOR_BUDGET: u64 = 3;
-
-/// One shard of `count`: the records whose persona hashes to `index`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Shard {
-    /// This shard, `0..count`.
-    pub index: u32,
-    /// How many shards.
-    pub count: u32,
-}
-
-impl Shard {
-    /// Parses `K/N` (`0 <= K < N`).
-    pub fn parse(s: &str) -> Result<Self, String> {
-        let (k, n) = s
-            .split_once('/')
-            .ok_or_else(|| format!("shard `{s}`: expected K/N, e.g. 0/4"))?;
-        let index: u32 = k
-            .trim()
-            .parse()
-            .map_err(|_| format!("shard `{s}`: K is not a number"))?;
-        let count: u32 = n
-            .trim()
-            .parse()
-            .map_err(|_| format!("shard `{s}`: N is not a number"))?;
-        if count == 0 || index >= count {
-            return Err(format!("shard `{s}`: need 0 <= K < N"));
-        }
-        Ok(Self { index, count })
-    }
-
-    /// The shard a persona belongs to: the first 8 bytes of sha256(persona)
-    /// modulo the count. Stable across machines and releases.
-    pub fn of(persona_id: &str, count: u32) -> u32 {
-        use sha2::Digest as _;
-        let h = sha2::Sha256::digest(persona_id.as_bytes());
-        let x = u64::from_be_bytes(h[..8].try_into().expect("8 bytes"));
-        (x % u64::from(count)) as u32
-    }
-
-    /// Whether a record of this persona is this shard's.
-    pub fn owns(&self, persona_id: &str) -> bool {
-        Self::of(persona_id, self.count) == self.index
-    }
-}
-
-/// What ended a committed run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopCondition {
-    /// Every input was read.
-    InputExhausted,
-    /// The time budget ran out: the rest is left for the next run.
-    Deadline,
-}
-
-impl StopCondition {
-    /// The receipt's word.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::InputExhausted => "input_exhausted",
-            Self::Deadline => "deadline",
-        }
-    }
-}
-
-/// Errors that stop a run; nothing is committed.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    /// The staging directory failed (including: locked).
-    #[error(transparent)]
-    Staging(#[from] tomlite_staging::Error),
-    /// An input cannot be read at all.
-    #[error(transparent)]
-    Ingest(#[from] IngestError),
-    /// The annotator failed as a whole.
-    #[error(transparent)]
-    Annotate(#[from] AnnotateError),
-    /// The status stream cannot be written.
-    #[error("cannot write status events to {}", path.display())]
-    Events {
-        /// The events file.
-        path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The report cannot be built.
-    #[error(transparent)]
-    Report(crate::report::ReportError),
-    /// The curated decisions cannot be read.
-    #[error("cannot read the curated decisions: {message}")]
-    Curated {
-        /// What went wrong.
-        message: String,
-    },
-    /// Too many records failed: the annotator is broken, not the records.
-    /// Nothing is committed.
-    #[error(
-        "{failed} of {attempted} records failed to annotate (more than the allowed share {share}; records that failed in earlier runs not counted); first: {first}"
-    )]
-    FailureBudget {
-        /// Failed records so far.
-        failed: u64,
-        /// Records annotated so far.
-        attempted: u64,
-        /// The allowed share.
-        share: f64,
-        /// The first failure.
-        first: String,
-    },
-    /// An input cannot be opened.
-    #[error("cannot read input {}", path.display())]
-    Hash {
-        /// The input.
-        path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-/// Counts per outcome; `records_in = rejected + skipped_unchanged +
-/// processed + failed + poison_skipped + deferred`.
-#[derive(Debug, Default, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
-#[serde(default)]
-pub struct Counts {
-    /// Lines, rows and files read from the inputs.
-    pub records_in: u64,
-    /// Of those, rejected.
-    pub rejected: u64,
-    /// Of those, unchanged since a committed run.
-    pub skipped_unchanged: u64,
-    /// Of those, annotated and decided in this run.
-    pub processed: u64,
-    /// Processed records with no tag.
-    pub abstained: u64,
-    /// Tags promoted.
-    pub promoted_tags: u64,
-    /// Tags quarantined.
-    pub quarantined_tags: u64,
-    /// Edges promoted.
-    pub promoted_edges: u64,
-    /// Edges quarantined.
-    pub quarantined_edges: u64,
-    /// Of the edges, links to an earlier memory (`memory:<id>` targets).
-    pub memory_links: u64,
-    /// Of the edges, mentions of people or agents not in the registry.
-    pub unknown_mentions: u64,
-    /// Items a curator already decided for the same, unchanged record: not
-    /// queued again.
-    pub curator_suppressed: u64,
-    /// Annotations that could not be read, quarantined whole.
-    pub quarantined_annotations: u64,
-    /// Annotation lines that match no record or cannot be read.
-    pub annotation_rejects: u64,
-    /// Of `records_in`, records whose annotation failed (panic, model
-    /// error, timeout) in this run: retried next run.
-    pub failed: u64,
-    /// Of `records_in`, records skipped as poison: their annotation failed
-    /// in [`POISON_AFTER`] runs of the same content.
-    pub poison_skipped: u64,
-    /// Of `records_in`, records read but left for the next run because the
-    /// time budget ran out.
-    pub deferred: u64,
-    /// Records of other shards (not in `records_in`).
-    pub other_shards: u64,
-}
-
-/// Sensitive records of a run (the receipt's `sensitive`): records flagged
-/// by their producer or with a detection the policy quarantines, tagged or
-/// abstained alike.
-#[derive(Debug, Default, Clone, Serialize, serde::Deserialize, PartialEq, Eq)]
-#[serde(default)]
-pub struct SensitiveCounts {
-    /// Sensitive records (rows of the `sensitive` table).
-    pub records: u64,
-    /// Of those, safety records: detected `mental_health_self_harm` or flagged `safety`.
-    pub safety_records: u64,
-    /// Of those, records a producer flagged (with or without a detection).
-    pub flagged: u64,
-    /// Detected records per category (flag-only records are in none).
-    pub by_category: BTreeMap<String, u64>,
-}
-
-impl SensitiveCounts {
-    /// Counts one sensitive record.
-    pub fn add(&mut self, s: &SensitiveRecord) {
-        self.records += 1;
-        self.safety_records += u64::from(s.safety);
-        self.flagged += u64::from(!s.flags.is_empty());
-        if let Some(c) = s.detection.as_ref().and_then(|d| d.category.as_ref()) {
-            *self.by_category.entry(c.clone()).or_default() += 1;
-        }
-    }
-
-    /// Adds another run's counts (a shard's, in a merge).
-    pub fn merge(&mut self, other: &SensitiveCounts) {
-        self.records += other.records;
-        self.safety_records += other.safety_records;
-        self.flagged += other.flagged;
-        for (c, n) in &other.by_category {
-            *self.by_category.entry(c.clone()).or_default() += n;
-        }
-    }
-}
-
-/// An input as the receipt lists it.
-#[derive(Debug, Clone, Serialize)]
-pub struct InputInfo {
-    /// The file or folder.
-    pub path: String,
-    /// sha256 of the bytes read: the whole file (a folder: of its journal
-    /// files' relative paths and sha256s); a pipe's, of what was read from it.
-    pub sha256: String,
-    /// Bytes hashed.
-    pub bytes: u64,
-    /// Lines, rows or files read.
-    pub records: u64,
-}
+use crate::annotate::Annotator;
+use crate::run::events::Event;
+use crate::run::failed::keep_failed;
+use crate::run::inputs::InputReader;
+use crate::run::open_run::OpenRun;
+use crate::run::status::{Status, StopOnDrop};
 
 /// What a finished run reports.
 #[derive(Debug, Clone, Serialize)]
@@ -355,168 +67,6 @@ pub struct RunSummary {
     pub stop_condition: StopCondition,
     /// Transient I/O errors retried.
     pub retries_used: u32,
-}
-
-struct Seen {
-    /// Record id → whether it was a valid record in this input.
-    ids: HashMap<Box<str>, bool>,
-}
-
-struct RunNodes<'a> {
-    registry: Option<&'a Registry>,
-    state: &'a State,
-    seen: &'a Seen,
-}
-
-impl Nodes for RunNodes<'_> {
-    fn exists(&self, node: &str) -> Exists {
-        if let Some(id) = node.strip_prefix("memory:") {
-            if self.seen.ids.get(id) == Some(&true) || self.state.contains(id) {
-                return Exists::Yes;
-            }
-            if self.seen.ids.contains_key(id) {
-                return Exists::No;
-            }
-            return Exists::Later(id.to_string());
-        }
-        if self.registry.is_some_and(|r| r.contains(node)) {
-            Exists::Yes
-        } else {
-            Exists::No
-        }
-    }
-}
-
-struct Tables {
-    promoted_tags: Table,
-    promoted_edges: Table,
-    quarantine: Table,
-    abstained: Table,
-    sensitive: Table,
-    rejects: Table,
-}
-
-/// A record whose edges wait for the end of the input.
-struct Pending {
-    record: Record,
-    tags: Vec<TagItem>,
-    edges: Vec<EdgeItem>,
-    state: (tomlite_staging::Digest, tomlite_staging::Digest),
-    embedding: Option<Vec<i8>>,
-    read_as: Option<ReadAs>,
-    sensitive: Option<Box<SensitiveRecord>>,
-}
-
-struct Ctx<'a> {
-    cfg: &'a RunConfig,
-    run_id: String,
-    info: AnnotatorInfo,
-    policy_sha: String,
-    tables: Tables,
-    counts: Counts,
-    reasons: BTreeMap<String, u64>,
-    sensitive: SensitiveCounts,
-    /// The first memory links, for the receipt.
-    memory_links: Vec<serde_json::Value>,
-    /// Curated items by record id: (fingerprint hex, identity, decision).
-    suppress: foldhash::HashMap<String, Vec<(String, String, String)>>,
-    /// Failed and poison records, for the receipt.
-    failures: Vec<serde_json::Value>,
-    /// The time budget.
-    budget: Budget,
-}
-
-/// The status stream, shared with the heartbeat thread.
-struct Status {
-    log: Mutex<EventLog>,
-    /// Counts and the current artifact, for heartbeats.
-    snapshot: Mutex<(serde_json::Value, Option<PathBuf>)>,
-    stop: AtomicBool,
-}
-
-impl Status {
-    fn emit(&self, e: Event<'_>) -> Result<(), RunError> {
-        let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
-        log.emit(e).map_err(|source| RunError::Events {
-            path: log.path().to_path_buf(),
-            source,
-        })
-    }
-
-    fn started(&self, step: &str) {
-        self.log
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .started(step);
-    }
-
-    fn completed(&self, step: &str) {
-        self.log
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .completed(step);
-    }
-
-    fn set(&self, counts: &Counts, artifact: Option<&Path>) {
-        *self.snapshot.lock().unwrap_or_else(|p| p.into_inner()) = (
-            serde_json::to_value(counts).unwrap_or_default(),
-            artifact.map(Path::to_path_buf),
-        );
-    }
-
-    /// Emits a heartbeat whenever `every` passed without an event, until
-    /// [`Status::stop`] is set.
-    fn beat(&self, every: Duration) {
-        let tick = (every / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
-        while !self.stop.load(Ordering::Relaxed) {
-            std::thread::park_timeout(tick);
-            let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
-            if self.stop.load(Ordering::Relaxed) || !log.heartbeat_due(every) {
-                continue;
-            }
-            let (counts, artifact) = self
-                .snapshot
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone();
-            if let Err(e) = log.emit(Event {
-                phase: "heartbeat",
-                current_artifact: artifact.as_deref(),
-                counts,
-                next_step: "keep going",
-                stop_condition: "every input read, or the deadline",
-                ..Default::default()
-            }) {
-                eprintln!("tomlite: warning: cannot write a heartbeat: {e}");
-            }
-        }
-    }
-}
-
-/// The time budget: stop taking records when the next batch and the
-/// commit would not fit before the deadline.
-struct Budget {
-    deadline: Option<Instant>,
-    started: Instant,
-    /// The slowest batch so far.
-    batch: Duration,
-    /// Records annotated so far that had not failed in an earlier run, and
-    /// how many of them failed: the failure budget's share.
-    attempted: u64,
-    /// See `attempted`.
-    failed: u64,
-}
-
-impl Budget {
-    fn near(&self) -> bool {
-        let Some(deadline) = self.deadline else {
-            return false;
-        };
-        // Room for one more batch (with slack) and for closing the tables,
-        // the report and the commit.
-        let reserve = Duration::from_secs(1) + self.started.elapsed() / 50;
-        Instant::now() + self.batch.mul_f64(1.5) + reserve >= deadline
-    }
 }
 
 /// Runs the job: the caller has chosen the annotator.
@@ -551,28 +101,10 @@ pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary,
         .begin_run(&run_id)
         .map_err(|e| early("begin run", e.into()))?;
     let tmp = run.path().to_path_buf();
-    let events_path = run.path().join("events.jsonl");
-    let log = match EventLog::open(&events_path, &run_id, &cfg.command) {
-        Ok(mut log) => {
-            log.set_heartbeat(cfg.heartbeat);
-            log
-        }
-        Err(source) => {
-            let _ = std::fs::remove_dir_all(&tmp);
-            return Err(early(
-                "open events",
-                RunError::Events {
-                    path: events_path,
-                    source,
-                },
-            ));
-        }
-    };
-    let status = Status {
-        log: Mutex::new(log),
-        snapshot: Mutex::new((json!({}), None)),
-        stop: AtomicBool::new(false),
-    };
+    let status = Status::open(cfg, &run, &run_id).map_err(|e| {
+        let _ = std::fs::remove_dir_all(&tmp);
+        early("open events", e)
+    })?;
     let warnings = found.warnings();
     let result = std::thread::scope(|scope| {
         let beat = scope.spawn(|| status.beat(cfg.heartbeat));
@@ -597,22 +129,7 @@ pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary,
         )
     });
     if let Err(e) = &result {
-        let mut log = status.log.lock().unwrap_or_else(|p| p.into_inner());
-        let (counts, artifact) = status
-            .snapshot
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let phase = log.current_phase().unwrap_or("run").to_string();
-        keep_failed(
-            cfg,
-            started_at,
-            &phase,
-            e,
-            Some((&mut *log, &run_id)),
-            (counts, artifact.as_deref()),
-        );
-        drop(log);
+        keep_failed_with_stream(cfg, &status, (started_at, &run_id), e);
         if tmp.exists() {
             let _ = std::fs::remove_dir_all(&tmp);
         }
@@ -620,99 +137,32 @@ pub fn run(cfg: &RunConfig, annotator: &mut dyn Annotator) -> Result<RunSummary,
     result
 }
 
-impl RunError {
-    /// The exit code this error ends `tomlite run` with: 3 for a locked
-    /// staging directory, 1 otherwise (README, "Exit codes").
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            Self::Staging(tomlite_staging::Error::Locked { .. }) => 3,
-            _ => 1,
-        }
-    }
-}
-
-/// Keeps the record of a run that ended on `e` in `<staging>/failed/`:
-/// its event stream (`log`, with its run id) or a new one; a warning when
-/// that cannot be written (the run's own error is what matters).
-fn keep_failed(
+/// Keeps the record of a run that failed after its event stream opened:
+/// the stream, with the phase it was in and its last counts.
+fn keep_failed_with_stream(
     cfg: &RunConfig,
-    started_at: chrono::DateTime<chrono::Utc>,
-    phase: &str,
+    status: &Status,
+    (started_at, run_id): (chrono::DateTime<chrono::Utc>, &str),
     e: &RunError,
-    log: Option<(&mut EventLog, &str)>,
-    (counts, artifact): (serde_json::Value, Option<&Path>),
 ) {
-    let unfinished = matches!(
-        e,
-        RunError::Staging(tomlite_staging::Error::Unfinished { .. })
-    );
-    let (status, next_step, note) = match e {
-        RunError::Staging(tomlite_staging::Error::Locked { .. }) => (
-            "blocked",
-            "wait for the run that holds the lock to end (or check it is alive), then run again",
-            "another run holds the staging directory: this run changed nothing but this folder",
-        ),
-        _ if unfinished => (
-            "unfinished",
-            "run again: the next run's recovery completes this run's commit",
-            "the run is published in runs/; the state or LATEST was not replaced yet",
-        ),
-        RunError::Staging(tomlite_staging::Error::StateBehind { .. }) => (
-            "blocked",
-            "restore the state file that lists the committed runs, or move those runs out of runs/ (see the error)",
-            "recovery stopped before changing anything",
-        ),
-        _ => (
-            "failed",
-            "fix what bug_or_blocker names and run again: nothing was committed, the next run redoes these records",
-            "nothing was committed: the state, LATEST and the committed runs are as the last committed run left them",
-        ),
-    };
-    let error = crate::run::failed::chain(e);
-    let (log, run_id) = match log {
-        Some((log, id)) => {
-            if unfinished {
-                // The stream moved with the published run directory.
-                let published = cfg.staging.join("runs").join(id).join("events.jsonl");
-                let _ = log.reopen(&published);
-            }
-            (Some(log), id.to_string())
-        }
-        None => (
-            None,
-            new_run_id(&cfg.staging.join("runs"), chrono::Utc::now()),
-        ),
-    };
-    let in_place = unfinished;
-    let ended = crate::run::failed::Ended {
-        run_id: &run_id,
-        command: &cfg.command,
-        status,
-        exit_code: e.exit_code(),
-        phase,
-        error: &error,
-        next_step,
+    let mut log = status.log.lock().unwrap_or_else(|p| p.into_inner());
+    let (counts, artifact) = status
+        .snapshot
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let phase = log.current_phase().unwrap_or("run").to_string();
+    keep_failed(
+        cfg,
         started_at,
-        heartbeat: cfg.heartbeat,
-        counts,
-        left_untouched: crate::run::failed::untouched(&cfg.staging, note),
-        artifact,
-    };
-    if let Err(w) = crate::run::failed::record(&cfg.staging, &ended, log, in_place) {
-        eprintln!("tomlite: warning: cannot keep the record of failed run {run_id}: {w}");
-    }
+        &phase,
+        e,
+        Some((&mut *log, run_id)),
+        (counts, artifact.as_deref()),
+    );
 }
 
-/// Stops the heartbeat thread when dropped.
-struct StopOnDrop<'a>(&'a Status, std::thread::Thread);
-
-impl Drop for StopOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.stop.store(true, Ordering::Relaxed);
-        self.1.unpark();
-    }
-}
-
+/// The run's start, for its receipt and first event.
 struct Started {
     at: chrono::DateTime<chrono::Utc>,
     clock: Instant,
@@ -722,465 +172,78 @@ struct Started {
     run_id: String,
 }
 
+/// The run from its first event to its last: read and stage the inputs,
+/// close the tables, write the report and the receipt, commit.
 #[allow(clippy::too_many_arguments)]
 fn run_body(
     cfg: &RunConfig,
     annotator: &mut dyn Annotator,
     staging: &StagingDir,
-    mut run: tomlite_staging::RunDir,
+    mut run: RunDir,
     state: &mut State,
     status: &Status,
     started: Started,
     stop_heartbeats: impl FnOnce(),
 ) -> Result<RunSummary, RunError> {
-    let Started {
-        at: started_at,
-        clock,
-        recovered,
-        warnings,
-        run_id,
-    } = started;
     let info = annotator.info();
+    emit_start(cfg, status, &run, state, &started)?;
+    let identity = (started.run_id.as_str(), info.clone());
+    let mut open = OpenRun::new(cfg, &mut run, identity, started.clock)?;
+    open.reject_annotation_problems(annotator.input_problems())?;
+    let reader = InputReader {
+        open: &mut open,
+        annotator: &mut *annotator,
+        staging,
+        state: &mut *state,
+        status,
+    };
+    let mut read = reader.read_all()?;
+    read.settle_waiting(&mut open, state)?;
+    read.reject_unused(&mut open, annotator)?;
+    finish::emit_annotator_counts(status, annotator)?;
+    finish::emit_poison(status, &open)?;
+    let totals = finish::close_tables(status, open)?;
+    let retries_used = staging.retry().used();
+    let stats = annotator.stats();
+    let receipt = finish::committed_receipt(cfg, staging, (&started, &info, stats), &totals, &read);
+    finish::write_report_and_receipt(cfg, staging, (status, &mut run), receipt)?;
+    // Nothing is committed from an annotations file that changed under the run.
+    annotator.check_unchanged()?;
+    let run_dir = finish::commit(staging, (status, run), state, &totals)?;
+    // Heartbeats went on through the commit (their file moved with the
+    // directory); the stream now continues at the final path.
+    stop_heartbeats();
+    let Started {
+        run_id, recovered, ..
+    } = started;
+    finish::emit_committed(cfg, status, &run_dir, (&run_id, &totals.counts, read.stop));
+    Ok(totals.summary((run_id, run_dir), read, recovered, retries_used))
+}
+
+/// The stream's first event: the run directory, the state's size and what
+/// recovery did.
+fn emit_start(
+    cfg: &RunConfig,
+    status: &Status,
+    run: &RunDir,
+    state: &State,
+    started: &Started,
+) -> Result<(), RunError> {
+    let recovered = &started.recovered;
     status.emit(Event {
         phase: "start",
         current_artifact: Some(run.path()),
         counts: json!({"state_records": state.len(), "recovered": recovered.len(), "shard": cfg.shard}),
         paths: recovered.clone(),
-        bug_or_blocker: (!warnings.is_empty()).then(|| {
+        bug_or_blocker: (!started.warnings.is_empty()).then(|| {
             format!(
                 "recovery left alone what this program did not write: {}",
-                warnings.join("; ")
+                started.warnings.join("; ")
             )
         }),
         next_step: "stream the inputs through annotate, validate and decide",
         stop_condition: "every input read, or the deadline",
         ..Default::default()
-    })?;
-
-    let tables = Tables {
-        promoted_tags: Table::create(&mut run, "promoted_tags", tables::PROMOTED_TAGS)?,
-        promoted_edges: Table::create(&mut run, "promoted_edges", tables::PROMOTED_EDGES)?,
-        quarantine: Table::create(&mut run, "quarantine", tables::QUARANTINE)?,
-        abstained: Table::create(&mut run, "abstained", tables::ABSTAINED)?,
-        sensitive: Table::create(&mut run, "sensitive", tables::SENSITIVE)?,
-        rejects: Table::create(&mut run, "rejects", tables::REJECTS)?,
-    };
-    let mut ctx = Ctx {
-        cfg,
-        run_id: run_id.clone(),
-        info: info.clone(),
-        policy_sha: cfg.policy.sha256(),
-        tables,
-        counts: Counts::default(),
-        reasons: BTreeMap::new(),
-        sensitive: SensitiveCounts::default(),
-        memory_links: Vec::new(),
-        suppress: crate::curate::Curated::load(&cfg.staging)
-            .map_err(|e| RunError::Curated {
-                message: e.to_string(),
-            })?
-            .suppression(),
-        failures: Vec::new(),
-        budget: Budget {
-            deadline: cfg.deadline,
-            started: clock,
-            batch: Duration::ZERO,
-            attempted: 0,
-            failed: 0,
-        },
-    };
-    // Problems of the annotation file are reported once, by shard 0.
-    let first_shard = cfg.shard.is_none_or(|s| s.index == 0);
-    for r in annotator.input_problems() {
-        if first_shard {
-            ctx.reject(&r, "annotations")?;
-            ctx.counts.annotation_rejects += 1;
-        }
-    }
-
-    let total: Option<u64> = match cfg.progress {
-        ProgressMode::Quiet => None,
-        _ => cfg
-            .inputs
-            .iter()
-            .map(|p| crate::run::progress::estimate_records(p))
-            .sum(),
-    };
-    let mut progress = Progress::new(cfg.progress, total);
-    let mut seen = Seen {
-        ids: HashMap::new(),
-    };
-    let mut pending: Vec<Pending> = Vec::new();
-    let mut skipped_from: BTreeMap<String, u64> = BTreeMap::new();
-    let mut inputs = Vec::new();
-    let mut stop = StopCondition::InputExhausted;
-    let mut lines_read = 0u64;
-    let batch_size = cfg
-        .batch_size
-        .unwrap_or_else(|| annotator.batch_size())
-        .max(1);
-    'inputs: for input in &cfg.inputs {
-        status.started(&format!("read {}", input.display()));
-        status.set(&ctx.counts, Some(input));
-        // Opened once: hashed as it is read (a pipe too), see ingest::open_input.
-        let (items, digest) = staging
-            .retry()
-            .io("read_input", || {
-                match crate::ingest::open_input(input, &cfg.ingest) {
-                    // An entry inside a journal folder is named.
-                    Err(IngestError::Io { path, source }) if path != *input => Err(
-                        std::io::Error::new(source.kind(), format!("{}: {source}", path.display())),
-                    ),
-                    Err(IngestError::Io { source, .. }) => Err(source),
-                    other => Ok(other),
-                }
-            })
-            .map_err(|source| RunError::Hash {
-                path: input.clone(),
-                source,
-            })??;
-        let mut count = 0u64;
-        let mut batch: Vec<Record> = Vec::with_capacity(batch_size);
-        let mut stopped = false;
-        for item in items {
-            let item = item?;
-            count += 1;
-            lines_read += 1;
-            match item {
-                Item::Reject(r) => {
-                    if let Some(id) = &r.record_id {
-                        seen.ids.entry(id.as_str().into()).or_insert(false);
-                    }
-                    // A line that is no record belongs to no persona: shard 0 reports it.
-                    if !first_shard {
-                        ctx.counts.other_shards += 1;
-                        continue;
-                    }
-                    ctx.counts.records_in += 1;
-                    ctx.counts.rejected += 1;
-                    ctx.reject(&r, "records")?;
-                }
-                Item::Record(rec) => {
-                    let mine = cfg.shard.is_none_or(|s| s.owns(&rec.persona_id));
-                    // Only a record claims its id: a rejected line does not.
-                    if seen.ids.get(rec.id.as_str()) == Some(&true) {
-                        if !mine {
-                            ctx.counts.other_shards += 1;
-                            continue;
-                        }
-                        ctx.counts.records_in += 1;
-                        ctx.counts.rejected += 1;
-                        let r = Reject {
-                            source: rec.origin.source.clone(),
-                            line: rec.origin.line,
-                            record_id: Some(rec.id.clone()),
-                            field: Some("id".into()),
-                            error:
-                                "duplicate id: an earlier line or row of the input has the same id"
-                                    .into(),
-                        };
-                        ctx.reject(&r, "records")?;
-                        continue;
-                    }
-                    seen.ids.insert(rec.id.as_str().into(), true);
-                    if !mine {
-                        ctx.counts.other_shards += 1;
-                        continue;
-                    }
-                    ctx.counts.records_in += 1;
-                    batch.push(*rec);
-                    if batch.len() == batch_size {
-                        stopped = ctx.process_or_defer(
-                            &mut batch,
-                            annotator,
-                            state,
-                            &seen,
-                            &mut pending,
-                            &mut skipped_from,
-                        )?;
-                        if stopped {
-                            break;
-                        }
-                        status.set(&ctx.counts, Some(input));
-                    }
-                }
-            }
-            progress.update(lines_read, ctx.counts.processed);
-        }
-        if !stopped {
-            stopped = ctx.process_or_defer(
-                &mut batch,
-                annotator,
-                state,
-                &seen,
-                &mut pending,
-                &mut skipped_from,
-            )?;
-        }
-        status.completed(&format!("read {}", input.display()));
-        status.set(&ctx.counts, Some(input));
-        status.emit(Event {
-            phase: if stopped { "deadline" } else { "input_done" },
-            current_artifact: Some(input),
-            counts: serde_json::to_value(&ctx.counts).unwrap_or_default(),
-            next_step: if stopped {
-                "commit what is done; the next run takes the rest"
-            } else {
-                "next input, or settle pending edges"
-            },
-            stop_condition: "every input read, or the deadline",
-            ..Default::default()
-        })?;
-        let sha = digest.finish()?;
-        inputs.push(InputInfo {
-            path: input.display().to_string(),
-            sha256: sha.sha256,
-            bytes: sha.bytes,
-            records: count,
-        });
-        if stopped {
-            stop = StopCondition::Deadline;
-            break 'inputs;
-        }
-    }
-    progress.finish(lines_read, ctx.counts.processed);
-
-    if stop == StopCondition::Deadline {
-        // Records whose edges wait for the rest of the input are redone
-        // next run, with the whole input in view.
-        ctx.counts.processed -= pending.len() as u64;
-        ctx.counts.deferred += pending.len() as u64;
-        pending.clear();
-    }
-    // Edges to memories that came later in the input are settled now.
-    for mut p in pending {
-        for e in &mut p.edges {
-            e.resolve(|id| seen.ids.get(id) == Some(&true) || state.contains(id));
-        }
-        ctx.sensitive_row(&p.record, p.sensitive.as_deref())?;
-        let outcome = ctx.stage(&p.record, &p.tags, &p.edges, None, p.read_as)?;
-        state.upsert(ctx.state_row(&p.record, p.state, outcome, p.embedding.as_deref()));
-    }
-    if stop == StopCondition::InputExhausted {
-        for r in annotator.unused() {
-            // Another shard's record is not a stray annotation.
-            let elsewhere = r
-                .record_id
-                .as_deref()
-                .is_some_and(|id| seen.ids.contains_key(id));
-            if first_shard && !elsewhere {
-                ctx.reject(&r, "annotations")?;
-                ctx.counts.annotation_rejects += 1;
-            }
-        }
-    }
-    // The annotator's own counts (e.g. the parse classes of raw output).
-    if let Some(counts) = annotator.status_counts() {
-        status.emit(Event {
-            phase: "annotations_parsed",
-            counts,
-            next_step: "write tables",
-            stop_condition: "every annotation read",
-            ..Default::default()
-        })?;
-    }
-
-    // Poison is escalated: the status stream says which records were skipped.
-    if ctx.counts.poison_skipped > 0 {
-        let ids: Vec<String> = ctx
-            .failures
-            .iter()
-            .filter(|f| f["kind"] == "poison")
-            .take(20)
-            .map(|f| {
-                format!(
-                    "{} (failed in {} runs)",
-                    f["record_id"].as_str().unwrap_or_default(),
-                    f["failures"]
-                )
-            })
-            .collect();
-        let more = ctx.counts.poison_skipped.saturating_sub(ids.len() as u64);
-        status.emit(Event {
-            phase: "poison",
-            counts: json!({"poison_skipped": ctx.counts.poison_skipped, "failed": ctx.counts.failed, "poison_after_failed_runs": POISON_AFTER}),
-            bug_or_blocker: Some(format!(
-                "{} poison records skipped: {}{}",
-                ctx.counts.poison_skipped,
-                ids.join(", "),
-                if more > 0 {
-                    format!(" and {more} more (see the receipt's `poison`)")
-                } else {
-                    String::new()
-                }
-            )),
-            next_step: "fix the records or the annotator; a changed record, a new annotator or a --full run tries them again",
-            stop_condition: "every input read, or the deadline",
-            ..Default::default()
-        })?;
-    }
-
-    status.started("write tables");
-    let Ctx {
-        tables,
-        counts,
-        reasons,
-        sensitive,
-        memory_links,
-        failures,
-        ..
-    } = ctx;
-    let mut paths = Vec::new();
-    for (name, t) in [
-        ("promoted_tags", tables.promoted_tags),
-        ("promoted_edges", tables.promoted_edges),
-        ("quarantine", tables.quarantine),
-        ("abstained", tables.abstained),
-        ("sensitive", tables.sensitive),
-        ("rejects", tables.rejects),
-    ] {
-        let closed = t.close()?;
-        paths.push(
-            std::path::absolute(&closed)
-                .unwrap_or(closed)
-                .display()
-                .to_string(),
-        );
-        fault::point(&format!("staged.{name}"));
-    }
-    status.completed("write tables");
-    let finished_at = chrono::Utc::now();
-    let retries_used = staging.retry().used();
-    let receipt = json!({
-        "run_id": run_id,
-        "status": "committed",
-        "started_at": started_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        "finished_at": finished_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        "duration_seconds": clock.elapsed().as_secs_f64(),
-        "inputs": inputs,
-        "annotator": {"id": info.id, "sha256": info.sha256, "stats": annotator.stats()},
-        "nodes": cfg.nodes.as_ref().map(|(p, r)| json!({"path": p.display().to_string(), "sha256": r.sha256, "nodes": r.len()})),
-        "policy_sha256": cfg.policy.sha256(),
-        "policy_source": cfg.policy_source.as_ref().map(|p| p.display().to_string()),
-        "full": cfg.full,
-        "shard": cfg.shard.map(|s| json!({"index": s.index, "count": s.count, "key": "persona_id"})),
-        "counts": counts,
-        "reasons": reasons,
-        "sensitive": sensitive,
-        "memory_links": memory_links,
-        "failed": failures.iter().filter(|f| f["kind"] == "failed").take(100).collect::<Vec<_>>(),
-        "poison": failures.iter().filter(|f| f["kind"] == "poison").take(100).collect::<Vec<_>>(),
-        "skipped_from_runs": skipped_from,
-        "attempts": staging.retry().max_attempts(),
-        "attempts_by_operation": staging.retry().attempts(),
-        "retries_used": retries_used,
-        "retry_policy": {"tool_transient_retries": staging.retry().limit(), "default_retries": tomlite_staging::retry::DEFAULT_RETRIES, "hard_max_retries": tomlite_staging::retry::MAX_RETRIES, "max_retries": staging.retry().limit(), "backoff_ms": tomlite_staging::retry::BACKOFF.as_millis() as u64, "poison_after_failed_runs": POISON_AFTER, "max_failed_share": cfg.max_failed_share},
-        "recovered": recovered,
-        "stop_condition": stop.as_str(),
-        "resumable": stop == StopCondition::Deadline,
-    });
-    // The curator's report, from the closed tables.
-    status.started("write report");
-    let previous = staging
-        .latest()?
-        .and_then(|id| std::fs::read(staging.runs_dir().join(id).join("receipt.json")).ok())
-        .and_then(|b| serde_json::from_slice(&b).ok());
-    let data = crate::report::data(&crate::report::ReportInput {
-        dir: run.path(),
-        receipt: &receipt,
-        previous,
-        policy: &cfg.policy,
-        registry: cfg.nodes.as_ref().map(|(_, r)| r),
-    })
-    .map_err(RunError::Report)?;
-    run.write_file("report.html", crate::report::html(&data).as_bytes())?;
-    fault::point("staged.report_html");
-    run.write_file("report.md", crate::report::markdown(&data).as_bytes())?;
-    fault::point("staged.report_md");
-    // The receipt, written last: it seals every file written before it.
-    let receipt = crate::stage::verify::sealed(receipt, run.path())?;
-    run.write_json("receipt.json", &receipt)?;
-    fault::point("staged.receipt");
-    status.completed("write report");
-    // Nothing is committed from an annotations file that changed under the run.
-    annotator.check_unchanged()?;
-    status.emit(Event {
-        phase: "commit",
-        current_artifact: Some(run.path()),
-        counts: serde_json::to_value(&counts).unwrap_or_default(),
-        paths,
-        next_step: "rename the run directory, then replace state and LATEST",
-        stop_condition: "LATEST names this run",
-        ..Default::default()
-    })?;
-    let run_dir = run.commit(state, staging.retry())?;
-    // Heartbeats went on through the commit (their file moved with the
-    // directory); the stream now continues at the final path.
-    stop_heartbeats();
-    let final_events = run_dir.join("events.jsonl");
-    // The run is committed: a status stream that cannot be continued is
-    // worth a warning, not a failed run.
-    let reopened = {
-        let mut log = status.log.lock().unwrap_or_else(|p| p.into_inner());
-        log.completed("commit");
-        log.reopen(&final_events)
-    };
-    let ended = reopened.map_err(|source| RunError::Events {
-        path: final_events.clone(),
-        source,
-    });
-    let exit_code = if stop == StopCondition::Deadline {
-        4
-    } else if cfg.escalate_poison && counts.poison_skipped > 0 {
-        6
-    } else {
-        0
-    };
-    let next_step = if stop == StopCondition::Deadline {
-        "run again: the next run takes the records this one left"
-    } else {
-        "curator reviews the quarantine"
-    };
-    let ended = ended.and_then(|()| {
-        status.emit(Event {
-            phase: "committed",
-            current_artifact: Some(&run_dir),
-            counts: serde_json::to_value(&counts).unwrap_or_default(),
-            status_code: Some(exit_code),
-            next_step,
-            stop_condition: stop.as_str(),
-            ..Default::default()
-        })?;
-        // The seed's last cadence point: every run's stream ends with it.
-        status.emit(Event {
-            phase: crate::run::events::FINAL_PHASE,
-            current_artifact: Some(&run_dir),
-            counts: serde_json::to_value(&counts).unwrap_or_default(),
-            paths: vec![
-                std::path::absolute(run_dir.join("receipt.json"))
-                    .unwrap_or_default()
-                    .display()
-                    .to_string(),
-            ],
-            status_code: Some(exit_code),
-            next_step,
-            stop_condition: stop.as_str(),
-            ..Default::default()
-        })
-    });
-    if let Err(e) = ended {
-        eprintln!("tomlite: warning: run {run_id} committed, but {e}");
-    }
-    Ok(RunSummary {
-        run_id,
-        run_dir,
-        counts,
-        reasons,
-        sensitive,
-        skipped_from: skipped_from.into_keys().collect(),
-        recovered,
-        stop_condition: stop,
-        retries_used,
     })
 }
 
@@ -1203,617 +266,4 @@ pub fn new_run_id(runs: &Path, now: chrono::DateTime<chrono::Utc>) -> String {
         }
     }
     unreachable!("some suffix is free")
-}
-
-impl Ctx<'_> {
-    fn reject(&mut self, r: &Reject, input: &str) -> Result<(), RunError> {
-        self.tables.rejects.push(&[
-            Val::S(Some(&r.source)),
-            Val::U(Some(r.line)),
-            Val::S(r.record_id.as_deref()),
-            Val::S(r.field.as_deref()),
-            Val::S(Some(&r.error)),
-            Val::S(Some(input)),
-        ])?;
-        Ok(())
-    }
-
-    fn state_row<'r>(
-        &'r self,
-        record: &'r Record,
-        digests: (tomlite_staging::Digest, tomlite_staging::Digest),
-        outcome: &'static str,
-        embedding: Option<&'r [i8]>,
-    ) -> StateRow<'r> {
-        StateRow {
-            record_id: &record.id,
-            fingerprint: digests.0,
-            annotator: &self.info.id,
-            annotation: digests.1,
-            policy_sha256: &self.policy_sha,
-            run_id: &self.run_id,
-            outcome,
-            persona_id: embedding.map(|_| record.persona_id.as_str()),
-            embedding,
-            failures: 0,
-        }
-    }
-
-    /// Processes the batch in hand, or, when the time budget is near,
-    /// leaves it for the next run; returns whether it was left.
-    fn process_or_defer(
-        &mut self,
-        batch: &mut Vec<Record>,
-        annotator: &mut dyn Annotator,
-        state: &mut State,
-        seen: &Seen,
-        pending: &mut Vec<Pending>,
-        skipped_from: &mut BTreeMap<String, u64>,
-    ) -> Result<bool, RunError> {
-        if !batch.is_empty() && self.budget.near() {
-            self.counts.deferred += batch.len() as u64;
-            batch.clear();
-            return Ok(true);
-        }
-        self.process(batch, annotator, state, seen, pending, skipped_from)?;
-        Ok(false)
-    }
-
-    fn process(
-        &mut self,
-        batch: &mut Vec<Record>,
-        annotator: &mut dyn Annotator,
-        state: &mut State,
-        seen: &Seen,
-        pending: &mut Vec<Pending>,
-        skipped_from: &mut BTreeMap<String, u64>,
-    ) -> Result<(), RunError> {
-        let clock = Instant::now();
-        let mut todo = Vec::with_capacity(batch.len());
-        for rec in batch.drain(..) {
-            let fp = rec.fingerprint();
-            let ad = annotator.annotation_digest(&rec)?;
-            let prev = state.get(&rec.id).copied();
-            // Failures of this content by this annotator so far (a changed
-            // record, or a new annotator, starts over).
-            let mut failures = 0;
-            if let Some(e) = prev.filter(|e| e.fingerprint == fp) {
-                if state.outcome(&e) == "failed" {
-                    if e.annotation == ad {
-                        failures = e.failures;
-                    }
-                    // Poison until the content or the annotator changes;
-                    // --full gives it one more try.
-                    if failures >= POISON_AFTER && !self.cfg.full {
-                        let last = state.run(&e).to_string();
-                        self.poison(&rec, failures, &last)?;
-                        continue;
-                    }
-                } else if !self.cfg.full
-                    && e.annotation == ad
-                    && state.policy(&e) == self.policy_sha
-                {
-                    self.counts.skipped_unchanged += 1;
-                    *skipped_from.entry(state.run(&e).to_string()).or_default() += 1;
-                    continue;
-                }
-            }
-            todo.push((rec, (fp, ad), failures));
-        }
-        if todo.is_empty() {
-            return Ok(());
-        }
-        let refs: Vec<&Record> = todo.iter().map(|(r, _, _)| r).collect();
-        let annotated = annotate_isolated(annotator, &refs, self.cfg.record_timeout);
-        // The failure budget counts records that had not failed before: a
-        // few known-bad records retried every night must not fail the night
-        // (they become poison instead), and it is the run's running share,
-        // so small batches cannot hide a broken annotator.
-        for (a, (_, _, failures)) in annotated.iter().zip(&todo) {
-            if *failures == 0 {
-                self.budget.attempted += 1;
-                self.budget.failed += u64::from(a.is_err());
-            }
-        }
-        let (failed, attempted) = (self.budget.failed, self.budget.attempted);
-        if failed >= MIN_FAILED_FOR_BUDGET
-            && failed as f64 > self.cfg.max_failed_share * attempted as f64
-        {
-            let first = annotated
-                .iter()
-                .zip(&todo)
-                .find_map(|(a, (r, _, _))| a.as_ref().err().map(|e| format!("{}: {e}", r.id)))
-                .unwrap_or_default();
-            return Err(RunError::FailureBudget {
-                failed,
-                attempted,
-                share: self.cfg.max_failed_share,
-                first,
-            });
-        }
-        for ((rec, digests, failures), a) in todo.into_iter().zip(annotated) {
-            let a = match a {
-                Ok(a) => a,
-                Err(error) => {
-                    self.failed(&rec, failures + 1, &error)?;
-                    state.upsert(StateRow {
-                        failures: failures + 1,
-                        ..self.state_row(&rec, digests, "failed", None)
-                    });
-                    continue;
-                }
-            };
-            self.counts.processed += 1;
-            let nodes = RunNodes {
-                registry: self.cfg.nodes.as_ref().map(|(_, r)| r),
-                state,
-                seen,
-            };
-            let decision = decide(&rec, &a, &self.cfg.policy, &nodes);
-            let read_as = a.read_as();
-            let embedding = match a {
-                crate::annotate::Annotated::Parsed(a) => a.embedding,
-                _ => None,
-            };
-            let outcome = match decision {
-                Decision::Missing => {
-                    let flagged = sensitivity(&rec, None, &self.cfg.policy).record;
-                    self.sensitive_row(&rec, flagged.as_ref())?;
-                    self.abstain(&rec, None, "no_annotation", read_as)?;
-                    "abstained"
-                }
-                Decision::Unparseable { raw, error } => {
-                    let flagged = sensitivity(&rec, None, &self.cfg.policy).record;
-                    self.sensitive_row(&rec, flagged.as_ref())?;
-                    self.unparseable(&rec, &raw, &error, read_as)?;
-                    "unparseable"
-                }
-                Decision::Annotated {
-                    tags,
-                    edges,
-                    best,
-                    sensitive,
-                } => {
-                    if edges.iter().any(|e| !e.pending.is_empty()) {
-                        pending.push(Pending {
-                            record: rec,
-                            tags,
-                            edges,
-                            state: digests,
-                            embedding,
-                            read_as,
-                            sensitive,
-                        });
-                        continue;
-                    }
-                    self.sensitive_row(&rec, sensitive.as_deref())?;
-                    self.stage(&rec, &tags, &edges, best.as_ref(), read_as)?
-                }
-            };
-            state.upsert(self.state_row(&rec, digests, outcome, embedding.as_deref()));
-        }
-        self.budget.batch = self.budget.batch.max(clock.elapsed());
-        Ok(())
-    }
-
-    /// A record whose annotation failed: a reject row, retried next run.
-    fn failed(&mut self, rec: &Record, failures: u32, error: &str) -> Result<(), RunError> {
-        self.counts.failed += 1;
-        let message = format!(
-            "annotation failed (failed run {failures} of {POISON_AFTER} before the record is skipped as poison): {error}"
-        );
-        self.failure(
-            rec,
-            "annotation_failed",
-            &message,
-            json!({"kind": "failed", "error": error}),
-            failures,
-        )
-    }
-
-    /// A poison record: skipped, listed, kept in the state as it was.
-    fn poison(&mut self, rec: &Record, failures: u32, last_run: &str) -> Result<(), RunError> {
-        self.counts.poison_skipped += 1;
-        let message = format!(
-            "poison: annotation of this content failed in {failures} runs (last: run {last_run}); skipped until the record or the annotator changes"
-        );
-        let entry = json!({"kind": "poison", "last_failed_run": last_run});
-        self.failure(rec, "poison", &message, entry, failures)
-    }
-
-    /// The reject row and the receipt entry of a failed or poison record.
-    fn failure(
-        &mut self,
-        rec: &Record,
-        input: &str,
-        message: &str,
-        mut entry: serde_json::Value,
-        failures: u32,
-    ) -> Result<(), RunError> {
-        self.tables.rejects.push(&[
-            Val::S(Some(&rec.origin.source)),
-            Val::U(Some(rec.origin.line)),
-            Val::S(Some(&rec.id)),
-            Val::S(Some("annotation")),
-            Val::S(Some(message)),
-            Val::S(Some(input)),
-        ])?;
-        entry["record_id"] = json!(rec.id);
-        entry["source"] = json!(rec.origin.source);
-        entry["line"] = json!(rec.origin.line);
-        entry["failures"] = json!(failures);
-        self.failures.push(entry);
-        Ok(())
-    }
-
-    fn abstain(
-        &mut self,
-        rec: &Record,
-        best: Option<&(String, f64)>,
-        why: &str,
-        read_as: Option<ReadAs>,
-    ) -> Result<(), RunError> {
-        let (class, shape) = read_as_cells(read_as);
-        self.counts.abstained += 1;
-        self.tables.abstained.push(&[
-            Val::S(Some(&rec.id)),
-            Val::S(Some(&rec.persona_id)),
-            Val::S(Some(&rec.source_path)),
-            Val::S(best.map(|b| b.0.as_str())),
-            Val::F(best.map(|b| b.1)),
-            Val::S(Some(why)),
-            Val::S(Some(&self.info.id)),
-            Val::S(Some(&self.run_id)),
-            class,
-            shape,
-        ])?;
-        Ok(())
-    }
-
-    /// The `sensitive` row and counts of a sensitive record (nothing for
-    /// any other).
-    fn sensitive_row(&mut self, rec: &Record, s: Option<&SensitiveRecord>) -> Result<(), RunError> {
-        let Some(s) = s else {
-            return Ok(());
-        };
-        self.sensitive.add(s);
-        let d = s.detection.as_ref();
-        let flags: Vec<&str> = s.flags.iter().map(String::as_str).collect();
-        self.tables.sensitive.push(&[
-            Val::S(Some(&rec.id)),
-            Val::S(Some(&rec.persona_id)),
-            Val::S(Some(&rec.source_path)),
-            Val::S(Some(rec.kind.as_str())),
-            Val::S(d.and_then(|d| d.category.as_deref())),
-            Val::F(d.and_then(|d| d.confidence)),
-            Val::S(d.and_then(|d| d.detector.as_deref())),
-            Val::L(&flags),
-            Val::U(Some(u64::from(s.safety))),
-            Val::S(d.and_then(|d| d.quote.text.as_deref())),
-            Val::U(d.and_then(|d| d.quote.start)),
-            Val::U(d.and_then(|d| d.quote.end)),
-            Val::S(Some(&rec.text)),
-            Val::S(Some(&self.info.id)),
-            Val::S(Some(&self.run_id)),
-        ])?;
-        Ok(())
-    }
-
-    fn count_reasons(&mut self, reasons: &[Reason]) {
-        for r in reasons {
-            *self.reasons.entry(r.as_str().to_string()).or_default() += 1;
-        }
-    }
-
-    /// Whether a curator already decided this item of this unchanged record.
-    fn curated(&self, rec: &Record, identity: &str) -> bool {
-        self.suppress.get(&rec.id).is_some_and(|items| {
-            let fp = hex::encode(rec.fingerprint());
-            items.iter().any(|(f, i, _)| *f == fp && i == identity)
-        })
-    }
-
-    fn unparseable(
-        &mut self,
-        rec: &Record,
-        raw: &str,
-        error: &str,
-        read_as: Option<ReadAs>,
-    ) -> Result<(), RunError> {
-        let (class, shape) = read_as_cells(read_as);
-        if self.curated(rec, "annotation") {
-            self.counts.curator_suppressed += 1;
-            return Ok(());
-        }
-        self.counts.quarantined_annotations += 1;
-        self.count_reasons(&[Reason::UnparseableAnnotation]);
-        let item_id = format!("{}#annotation", rec.id);
-        let reasons = [Reason::UnparseableAnnotation.as_str()];
-        self.tables.quarantine.push(&[
-            Val::S(Some(&item_id)),
-            Val::S(Some("annotation")),
-            Val::S(Some(&rec.id)),
-            Val::S(Some(&rec.persona_id)),
-            Val::S(Some(&rec.source_path)),
-            Val::S(None),
-            Val::S(None),
-            Val::S(None),
-            Val::S(None),
-            Val::L(&reasons),
-            Val::S(None),
-            Val::F(None),
-            Val::S(None),
-            Val::F(None),
-            Val::S(None),
-            Val::S(None),
-            Val::F(None),
-            Val::S(None),
-            Val::S(None),
-            Val::U(None),
-            Val::U(None),
-            Val::S(Some(error)),
-            Val::S(Some(&rec.text)),
-            Val::S(Some(raw)),
-            Val::S(Some(&self.info.id)),
-            Val::S(Some(&self.run_id)),
-            Val::S(Some(rec.kind.as_str())),
-            class,
-            shape,
-        ])?;
-        Ok(())
-    }
-
-    /// Writes a record's decided items; returns its outcome for the state.
-    fn stage(
-        &mut self,
-        rec: &Record,
-        tags: &[TagItem],
-        edges: &[EdgeItem],
-        best: Option<&(String, f64)>,
-        read_as: Option<ReadAs>,
-    ) -> Result<&'static str, RunError> {
-        let (mut promoted, mut quarantined) = (0, 0);
-        let (class, shape) = read_as_cells(read_as);
-        if tags.is_empty() {
-            self.abstain(rec, best, "no_tags", read_as)?;
-        }
-        for t in tags {
-            let quote = t.quote.text.as_deref();
-            if t.reasons.is_empty() {
-                promoted += 1;
-                self.counts.promoted_tags += 1;
-                self.tables.promoted_tags.push(&[
-                    Val::S(Some(&rec.id)),
-                    Val::S(Some(&rec.persona_id)),
-                    Val::S(Some(rec.kind.as_str())),
-                    Val::S(Some(&rec.source_path)),
-                    Val::S(Some(&rec.created_at)),
-                    Val::S(t.tom_kind.as_deref()),
-                    Val::F(t.confidence),
-                    Val::S(t.affect.as_deref()),
-                    Val::F(t.affect_confidence),
-                    Val::S(t.intensity.as_deref()),
-                    Val::F(t.intensity_confidence),
-                    Val::S(quote),
-                    Val::U(t.quote.start),
-                    Val::U(t.quote.end),
-                    Val::S(Some(&self.info.id)),
-                    Val::S(Some(&self.run_id)),
-                    Val::S(Some(&t.item_id)),
-                    class,
-                    shape,
-                ])?;
-            } else if self.curated(
-                rec,
-                &crate::curate::identity("tag", t.tom_kind.as_deref(), None),
-            ) {
-                self.counts.curator_suppressed += 1;
-            } else {
-                quarantined += 1;
-                self.counts.quarantined_tags += 1;
-                self.count_reasons(&t.reasons);
-                let reasons: Vec<&str> = t.reasons.iter().map(|r| r.as_str()).collect();
-                let detail = t.detail.join("; ");
-                self.tables.quarantine.push(&[
-                    Val::S(Some(&t.item_id)),
-                    Val::S(Some("tag")),
-                    Val::S(Some(&rec.id)),
-                    Val::S(Some(&rec.persona_id)),
-                    Val::S(Some(&rec.source_path)),
-                    Val::S(t.tom_kind.as_deref()),
-                    Val::S(None),
-                    Val::S(None),
-                    Val::S(None),
-                    Val::L(&reasons),
-                    Val::S(t.suggested_label.as_deref()),
-                    Val::F(t.confidence),
-                    Val::S(t.affect.as_deref()),
-                    Val::F(t.affect_confidence),
-                    Val::S(t.suggested_affect.as_deref()),
-                    Val::S(t.intensity.as_deref()),
-                    Val::F(t.intensity_confidence),
-                    Val::S(t.suggested_intensity.as_deref()),
-                    Val::S(quote),
-                    Val::U(t.quote.start),
-                    Val::U(t.quote.end),
-                    Val::S(Some(&detail)),
-                    Val::S(Some(&rec.text)),
-                    Val::S(None),
-                    Val::S(Some(&self.info.id)),
-                    Val::S(Some(&self.run_id)),
-                    Val::S(Some(rec.kind.as_str())),
-                    class,
-                    shape,
-                ])?;
-            }
-        }
-        for e in edges {
-            let quote = e.quote.text.as_deref();
-            if e.target_node.is_none() && e.target_mention.is_some() {
-                self.counts.unknown_mentions += 1;
-            }
-            if let Some(t) = e
-                .target_node
-                .as_deref()
-                .filter(|t| t.starts_with("memory:"))
-            {
-                self.counts.memory_links += 1;
-                if self.memory_links.len() < 100 {
-                    self.memory_links.push(json!({
-                        "record_id": rec.id, "source_node": e.source_node, "relation": e.relation,
-                        "target_node": t, "confidence": e.confidence, "edge_key": e.edge_key,
-                        "source_quote": quote,
-                        "outcome": if e.reasons.is_empty() { "promoted" } else { "quarantined" },
-                        "reasons": e.reasons.iter().map(|r| r.as_str()).collect::<Vec<_>>(),
-                    }));
-                }
-            }
-            if e.reasons.is_empty() {
-                promoted += 1;
-                self.counts.promoted_edges += 1;
-                self.tables.promoted_edges.push(&[
-                    Val::S(Some(&e.edge_key)),
-                    Val::S(Some(&rec.id)),
-                    Val::S(Some(&rec.persona_id)),
-                    Val::S(Some(&e.source_node)),
-                    Val::S(e.relation.as_deref()),
-                    Val::S(e.target_node.as_deref()),
-                    Val::S(e.target_mention.as_deref()),
-                    Val::F(e.confidence),
-                    Val::S(quote),
-                    Val::U(e.quote.start),
-                    Val::U(e.quote.end),
-                    Val::S(Some(&self.info.id)),
-                    Val::S(Some(&self.run_id)),
-                    Val::S(Some(&e.item_id)),
-                    class,
-                    shape,
-                ])?;
-            } else if self.curated(
-                rec,
-                &crate::curate::identity("edge", None, Some(&e.edge_key)),
-            ) {
-                self.counts.curator_suppressed += 1;
-            } else {
-                quarantined += 1;
-                self.counts.quarantined_edges += 1;
-                self.count_reasons(&e.reasons);
-                let reasons: Vec<&str> = e.reasons.iter().map(|r| r.as_str()).collect();
-                let detail = e.detail.join("; ");
-                self.tables.quarantine.push(&[
-                    Val::S(Some(&e.item_id)),
-                    Val::S(Some("edge")),
-                    Val::S(Some(&rec.id)),
-                    Val::S(Some(&rec.persona_id)),
-                    Val::S(Some(&rec.source_path)),
-                    Val::S(e.relation.as_deref()),
-                    Val::S(e.target_node.as_deref()),
-                    Val::S(e.target_mention.as_deref()),
-                    Val::S(Some(&e.edge_key)),
-                    Val::L(&reasons),
-                    Val::S(e.suggested_label.as_deref()),
-                    Val::F(e.confidence),
-                    Val::S(None),
-                    Val::F(None),
-                    Val::S(None),
-                    Val::S(None),
-                    Val::F(None),
-                    Val::S(None),
-                    Val::S(quote),
-                    Val::U(e.quote.start),
-                    Val::U(e.quote.end),
-                    Val::S(Some(&detail)),
-                    Val::S(Some(&rec.text)),
-                    Val::S(None),
-                    Val::S(Some(&self.info.id)),
-                    Val::S(Some(&self.run_id)),
-                    Val::S(Some(rec.kind.as_str())),
-                    class,
-                    shape,
-                ])?;
-            }
-        }
-        Ok(match (tags.is_empty(), promoted, quarantined) {
-            (true, 0, 0) => "abstained",
-            (_, _, 0) => "promoted",
-            (_, 0, _) => "quarantined",
-            _ => "mixed",
-        })
-    }
-}
-
-/// The `parse_class` and `escape_shape` cells of a record's rows.
-fn read_as_cells(read_as: Option<ReadAs>) -> (Val<'static>, Val<'static>) {
-    (
-        Val::S(read_as.map(|r| r.class.as_str())),
-        Val::S(read_as.and_then(|r| r.shape).map(|s| s.as_str())),
-    )
-}
-
-/// Annotates a batch; when the batch fails (a panic, a model error, or
-/// slower than the per-record timeout allows), annotates its records one by
-/// one, so that a failing record fails alone and the rest go on.
-fn annotate_isolated(
-    annotator: &mut dyn Annotator,
-    records: &[&Record],
-    timeout: Option<Duration>,
-) -> Vec<Result<crate::annotate::Annotated, String>> {
-    fault::point("annotate.batch");
-    let clock = Instant::now();
-    let whole = guarded(annotator, records);
-    let in_time = |elapsed: Duration, n: usize| timeout.is_none_or(|t| elapsed <= t * n as u32);
-    if let Ok(v) = whole
-        && v.len() == records.len()
-        && in_time(clock.elapsed(), records.len())
-    {
-        return v.into_iter().map(Ok).collect();
-    }
-    records
-        .iter()
-        .map(|r| {
-            let clock = Instant::now();
-            let mut one = guarded(annotator, std::slice::from_ref(r))?;
-            let elapsed = clock.elapsed();
-            if !in_time(elapsed, 1) {
-                return Err(format!(
-                    "timeout: annotating the record alone took {:.1} s, more than --record-timeout {:.1} s",
-                    elapsed.as_secs_f64(),
-                    timeout.unwrap_or_default().as_secs_f64()
-                ));
-            }
-            one.pop()
-                .ok_or_else(|| "the annotator returned no result".to_string())
-        })
-        .collect()
-}
-
-/// One annotator call with panics caught and errors as text.
-fn guarded(
-    annotator: &mut dyn Annotator,
-    records: &[&Record],
-) -> Result<Vec<crate::annotate::Annotated>, String> {
-    let call = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        // Fault point: `annotate.record=return(ID[,ID...])` makes the
-        // annotation of those records (`*`: of every record) panic.
-        if let Some(ids) = fault::value("annotate.record")
-            && let Some(r) = records
-                .iter()
-                .find(|r| ids == "*" || ids.split(',').any(|i| i == r.id))
-        {
-            panic!("injected fault: annotating record {} panicked", r.id);
-        }
-        annotator.annotate(records)
-    }));
-    match call {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(format!("annotator error: {e}")),
-        Err(payload) => {
-            let msg = payload
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "unknown panic".into());
-            Err(format!("panicked: {msg}"))
-        }
-    }
 }

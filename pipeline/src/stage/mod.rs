@@ -1,5 +1,8 @@
-//! What a run stages: the typed Parquet tables and the sealed receipt, and
-//! the check that a committed run's files still match it.
+//! What a run stages: the typed Parquet tables (written and read back) and
+//! the sealed receipt, and the check that a committed run's files still
+//! match it.
 
+pub mod read;
+pub mod receipt;
 pub mod tables;
 pub mod verify;

@@ -9,6 +9,7 @@
 //! [`verify_staging`] does that for every run the state lists and checks the
 //! state's list of runs against `runs/` and `LATEST`.
 
+use crate::stage::receipt::{Outcome, Receipt};
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
@@ -86,11 +87,12 @@ pub fn seal(dir: &Path) -> Result<Vec<SealedFile>, tomlite_staging::Error> {
     Ok(files)
 }
 
-/// `receipt` with `files` set to the [`seal`] of `dir`.
-pub fn sealed(mut receipt: Value, dir: &Path) -> Result<Value, tomlite_staging::Error> {
+/// `receipt` with `files` set to the [`seal`] of `dir`, as written: JSON
+/// with sorted keys.
+pub fn sealed(mut receipt: Receipt, dir: &Path) -> Result<Value, tomlite_staging::Error> {
     let files = seal(dir)?;
-    receipt["files"] = serde_json::to_value(files).unwrap_or_default();
-    Ok(receipt)
+    receipt.files = Some(serde_json::to_value(files).unwrap_or_default());
+    Ok(receipt.to_json())
 }
 
 /// What [`verify_run`] found in one run directory.
@@ -165,7 +167,7 @@ fn check_files(dir: &Path) -> RunCheck {
         },
     };
     out.run_id = receipt["run_id"].as_str().map(str::to_string);
-    if receipt["status"] != "committed" {
+    if receipt["status"] != Outcome::Committed.as_str() {
         differ(format!(
             "{RECEIPT}: status is {}, not \"committed\"",
             receipt["status"]
