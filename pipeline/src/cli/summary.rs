@@ -5,10 +5,10 @@ use std::path::Path;
 
 use serde_json::Value;
 use tomlite::annotate::classifier::Classifier;
-use tomlite_contract::{Finding, Severity};
 use tomlite::curate::ApplyReport;
 use tomlite::run::{RunSummary, StopCondition};
 use tomlite::stage::verify::Verification;
+use tomlite_contract::{Finding, Severity};
 
 use super::commands::annotate::AnnotateCounts;
 

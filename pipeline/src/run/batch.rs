@@ -10,7 +10,7 @@ use crate::annotate::{Annotated, Annotator};
 use crate::graph::nodes::Registry;
 use crate::ingest::record::Record;
 use crate::rules::decide::{Decision, Exists, Nodes, decide, sensitivity};
-use crate::run::RunError;
+use crate::run::error::RunError;
 use crate::run::inputs::{SeenIds, WaitingRecord};
 use crate::run::open_run::OpenRun;
 use crate::run::skip::ToAnnotate;

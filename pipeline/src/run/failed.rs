@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::run::config::RunConfig;
+use crate::run::error::RunError;
 use crate::run::events::{Event, EventLog, FINAL_PHASE, stale_after};
-use crate::run::{RunConfig, RunError, new_run_id};
+use crate::run::run_id::FAILED_DIR;
+use crate::run::run_id::new_run_id;
 use crate::stage::receipt::Outcome;
-
-/// The folder of the staging directory that keeps failed and blocked runs.
-pub const FAILED_DIR: &str = "failed";
 
 /// How a run ended without committing.
 #[derive(Debug, Clone)]

@@ -8,17 +8,19 @@ use serde_json::json;
 use tomlite_staging::{RunDir, StagingDir, State, fault};
 
 use crate::annotate::{Annotator, AnnotatorInfo};
+use crate::run::config::RunConfig;
+use crate::run::error::RunError;
 use crate::run::events::Event;
 use crate::run::inputs::InputsRead;
 use crate::run::open_run::OpenRun;
 use crate::run::status::Status;
-use crate::run::{
-    Counts, POISON_AFTER, RunConfig, RunError, RunSummary, SensitiveCounts, Started, StopCondition,
-};
+use crate::run::summary::{RunSummary, Started};
 use crate::stage::receipt::{
     AnnotatorReceipt, FailedRecord, FailureKind, MemoryLink, NodesReceipt, Outcome, Receipt,
     RetryPolicy, ShardReceipt,
 };
+use crate::stage::receipt::{Counts, SensitiveCounts, StopCondition};
+use tomlite_staging::retry::POISON_AFTER;
 
 /// What a run's receipt and summary total, once its tables are closed.
 pub(super) struct Totals {

@@ -12,12 +12,13 @@ use crate::annotate::Annotator;
 use crate::annotate::read_as::ReadAs;
 use crate::ingest::record::{IngestError, Item, Record, Reject};
 use crate::rules::decide::{EdgeItem, SensitiveRecord, TagItem};
+use crate::run::error::RunError;
 use crate::run::events::Event;
 use crate::run::open_run::OpenRun;
 use crate::run::progress::{Progress, ProgressMode};
 use crate::run::stage_rows::RejectedInput;
 use crate::run::status::Status;
-use crate::run::{InputInfo, RunError, StopCondition};
+use crate::stage::receipt::{InputInfo, StopCondition};
 
 /// The record ids read in this run.
 pub(super) struct SeenIds {

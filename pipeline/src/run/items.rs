@@ -4,7 +4,7 @@
 use crate::annotate::read_as::ReadAs;
 use crate::ingest::record::Record;
 use crate::rules::decide::{EdgeItem, TagItem};
-use crate::run::RunError;
+use crate::run::error::RunError;
 use crate::run::open_run::OpenRun;
 use crate::run::stage_rows::parse_cells;
 use crate::stage::receipt::MemoryLink;

@@ -23,7 +23,8 @@ use tomlite_staging::{StagingDir, State, StateRow};
 use crate::graph::nodes::Registry;
 use crate::rules::policy::Policy;
 use crate::run::events::{Event, EventLog};
-use crate::run::{RunSummary, StopCondition};
+use crate::run::summary::RunSummary;
+use crate::stage::receipt::StopCondition;
 
 /// The tables a run directory holds.
 pub const TABLES: [&str; 6] = crate::stage::tables::RUN_TABLES;
@@ -493,7 +494,7 @@ pub fn merge(
     let found = out.recover()?;
     let recovered = found.describe();
     let mut state = out.load_state()?;
-    let run_id = crate::run::new_run_id(&out.runs_dir(), started);
+    let run_id = crate::run::run_id::new_run_id(&out.runs_dir(), started);
     let mut run = out.begin_run(&run_id)?;
     let tmp = run.path().to_path_buf();
     let result = (|| {

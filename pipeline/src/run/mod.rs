@@ -12,6 +12,7 @@
 //! (the event stream and heartbeats), `finish` (receipt, report, commit).
 
 mod batch;
+mod budget;
 pub mod config;
 pub mod error;
 pub mod events;
@@ -22,20 +23,22 @@ mod items;
 pub mod merge;
 mod open_run;
 pub mod progress;
+pub mod run_id;
 mod skip;
 mod stage_rows;
 mod status;
+pub mod summary;
 
 pub use crate::run::config::{DEFAULT_MAX_FAILED_SHARE, MIN_FAILED_FOR_BUDGET, RunConfig, Shard};
 pub use crate::run::error::RunError;
+pub use crate::run::run_id::new_run_id;
+pub use crate::run::summary::RunSummary;
+use crate::run::summary::Started;
 pub use crate::stage::receipt::{Counts, InputInfo, SensitiveCounts, StopCondition};
 pub use tomlite_staging::retry::POISON_AFTER;
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use serde::Serialize;
 use serde_json::json;
 use tomlite_staging::{RunDir, StagingDir, State};
 
@@ -45,29 +48,6 @@ use crate::run::failed::keep_failed;
 use crate::run::inputs::InputReader;
 use crate::run::open_run::OpenRun;
 use crate::run::status::{Status, StopOnDrop};
-
-/// What a finished run reports.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunSummary {
-    /// The run's id.
-    pub run_id: String,
-    /// The committed run directory.
-    pub run_dir: PathBuf,
-    /// Counts per outcome.
-    pub counts: Counts,
-    /// Quarantined items per reason.
-    pub reasons: BTreeMap<String, u64>,
-    /// Sensitive records.
-    pub sensitive: SensitiveCounts,
-    /// Which runs this one's skipped records were processed in.
-    pub skipped_from: Vec<String>,
-    /// What a killed earlier run left behind and recovery removed or completed.
-    pub recovered: Vec<String>,
-    /// What ended the run.
-    pub stop_condition: StopCondition,
-    /// Transient I/O errors retried.
-    pub retries_used: u32,
-}
 
 /// Runs the job: the caller has chosen the annotator.
 ///
@@ -162,16 +142,6 @@ fn keep_failed_with_stream(
     );
 }
 
-/// The run's start, for its receipt and first event.
-struct Started {
-    at: chrono::DateTime<chrono::Utc>,
-    clock: Instant,
-    recovered: Vec<String>,
-    /// Entries recovery left alone, for the first event's `bug_or_blocker`.
-    warnings: Vec<String>,
-    run_id: String,
-}
-
 /// The run from its first event to its last: read and stage the inputs,
 /// close the tables, write the report and the receipt, commit.
 #[allow(clippy::too_many_arguments)]
@@ -245,25 +215,4 @@ fn emit_start(
         stop_condition: "every input read, or the deadline",
         ..Default::default()
     })
-}
-
-/// `YYYYMMDDTHHMMSSZ-xxxx`: sortable by time, unique in the staging directory.
-pub fn new_run_id(runs: &Path, now: chrono::DateTime<chrono::Utc>) -> String {
-    let stamp = now.format("%Y%m%dT%H%M%SZ");
-    let salt = (std::process::id() as u64) ^ u64::from(now.timestamp_subsec_nanos());
-    for bump in 0.. {
-        let id = format!("{stamp}-{:04x}", (salt + bump) & 0xffff);
-        // Any entry counts, a dangling link included; so does a failed
-        // run's record of the same id.
-        let taken = |p: PathBuf| std::fs::symlink_metadata(p).is_ok();
-        if !taken(runs.join(&id))
-            && !taken(runs.join(format!("{}{id}", tomlite_staging::TMP_PREFIX)))
-            && !runs
-                .parent()
-                .is_some_and(|root| taken(root.join(crate::run::failed::FAILED_DIR).join(&id)))
-        {
-            return id;
-        }
-    }
-    unreachable!("some suffix is free")
 }

@@ -10,9 +10,11 @@ use crate::annotate::read_as::ReadAs;
 use crate::ingest::record::{Record, Reject};
 use crate::rules::decide::SensitiveRecord;
 use crate::rules::reason::Reason;
-use crate::run::skip::Budget;
+use crate::run::budget::Budget;
+use crate::run::config::RunConfig;
+use crate::run::error::RunError;
 use crate::run::stage_rows::{RejectedInput, StagedTables, parse_cells};
-use crate::run::{Counts, RunConfig, RunError, SensitiveCounts};
+use crate::stage::receipt::{Counts, SensitiveCounts};
 use crate::stage::receipt::{FailedRecord, MemoryLink};
 
 /// A run between its start event and the closing of its tables.

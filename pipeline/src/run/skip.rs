@@ -1,18 +1,18 @@
 //! What a run leaves out: records that failed too often (poison), the
 //! failure budget, and the time budget that defers the rest to the next run.
 
-use std::time::{Duration, Instant};
-
 use std::collections::BTreeMap;
 
 use tomlite_staging::{Digest, State};
 
 use crate::annotate::{Annotated, Annotator};
 use crate::ingest::record::Record;
+use crate::run::config::MIN_FAILED_FOR_BUDGET;
+use crate::run::error::RunError;
 use crate::run::open_run::OpenRun;
 use crate::run::stage_rows::RejectedInput;
-use crate::run::{MIN_FAILED_FOR_BUDGET, POISON_AFTER, RunError};
 use crate::stage::receipt::{FailedRecord, FailureKind};
+use tomlite_staging::retry::POISON_AFTER;
 
 /// A record to annotate in this run.
 pub(super) struct ToAnnotate {
@@ -22,44 +22,6 @@ pub(super) struct ToAnnotate {
     /// Runs in which the annotation of this content by this annotator
     /// failed so far.
     pub(super) failures: u32,
-}
-
-/// The time budget: stop taking records when the next batch and the
-/// commit would not fit before the deadline.
-pub(super) struct Budget {
-    deadline: Option<Instant>,
-    started: Instant,
-    /// The slowest batch so far.
-    pub(super) batch: Duration,
-    /// Records annotated so far that had not failed in an earlier run, and
-    /// how many of them failed: the failure budget's share.
-    pub(super) attempted: u64,
-    /// See `attempted`.
-    pub(super) failed: u64,
-}
-
-impl Budget {
-    /// A budget with the run's deadline, if any, from `started`.
-    pub(super) fn new(deadline: Option<Instant>, started: Instant) -> Self {
-        Self {
-            deadline,
-            started,
-            batch: Duration::ZERO,
-            attempted: 0,
-            failed: 0,
-        }
-    }
-
-    /// Whether the next batch and the commit might not fit before the deadline.
-    pub(super) fn near(&self) -> bool {
-        let Some(deadline) = self.deadline else {
-            return false;
-        };
-        // Room for one more batch (with slack) and for closing the tables,
-        // the report and the commit.
-        let reserve = Duration::from_secs(1) + self.started.elapsed() / 50;
-        Instant::now() + self.batch.mul_f64(1.5) + reserve >= deadline
-    }
 }
 
 impl OpenRun<'_> {

@@ -9,7 +9,9 @@ use std::time::Duration;
 use crate::run::events::{Event, EventLog};
 use tomlite_staging::RunDir;
 
-use crate::run::{Counts, RunConfig, RunError};
+use crate::run::config::RunConfig;
+use crate::run::error::RunError;
+use crate::stage::receipt::Counts;
 
 /// The status stream, shared with the heartbeat thread.
 pub(super) struct Status {
