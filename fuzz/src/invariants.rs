@@ -6,22 +6,10 @@
 use serde_json::Value;
 use tomlite::ingest::bytes::{UTF8_BOM, binary_format};
 use tomlite::ingest::jsonl::{jsonl_items, line_cap};
-use tomlite::ingest::record::{FLAGS, IngestOptions, Item, RecordKind};
+use tomlite::ingest::record::{FLAGS, IngestOptions, Item, RECORD_FIELDS, RecordKind};
 
 /// The name every item must carry as its source.
 const SOURCE: &str = "fuzz.jsonl";
-
-/// The fields a reject may blame.
-const FIELDS: [&str; 8] = [
-    "id",
-    "persona_id",
-    "kind",
-    "source_path",
-    "created_at",
-    "text",
-    "flags",
-    "user_id",
-];
 
 /// One line as the parser sees it: 1-based number and bytes without `\n`.
 struct Line<'a> {
@@ -152,7 +140,7 @@ pub fn check_items(
                         .is_ok_and(|m| m.contains_key(f))
                     };
                     assert!(
-                        FIELDS.contains(&f.as_str())
+                        RECORD_FIELDS.contains(&f.as_str())
                             || (r.error.starts_with("invalid UTF-8") && is_key()),
                         "field {f:?} is neither a record field nor a key of the line"
                     );

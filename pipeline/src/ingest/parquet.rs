@@ -19,29 +19,9 @@ use parquet::arrow::arrow_reader::{
 use serde_json::{Map, Value};
 
 use crate::ingest::record::{
-    IngestError, IngestOptions, Item, Items, Origin, Reject, record_from_map,
+    IngestError, IngestOptions, Item, Items, Origin, RECORD_FIELDS, REQUIRED_FIELDS, Reject,
+    record_from_map,
 };
-
-const FIELDS: [&str; 8] = [
-    "id",
-    "persona_id",
-    "kind",
-    "source_path",
-    "created_at",
-    "text",
-    "flags",
-    "user_id",
-];
-
-/// The columns a record cannot do without.
-const REQUIRED: [&str; 6] = [
-    "id",
-    "persona_id",
-    "kind",
-    "source_path",
-    "created_at",
-    "text",
-];
 
 /// Streams the rows of a Parquet file, 1,024 at a time, one row group
 /// after the other.
@@ -119,7 +99,7 @@ fn schema_problem(
             names.join(", ")
         }
     };
-    for name in REQUIRED {
+    for name in REQUIRED_FIELDS {
         match schema.field_with_name(name) {
             Err(_) => {
                 return Some((
@@ -209,7 +189,7 @@ impl Iterator for ParquetRecords {
                     self.pos += 1;
                     self.row += 1;
                     let mut m = Map::new();
-                    for (name, col) in FIELDS.iter().zip(cols) {
+                    for (name, col) in RECORD_FIELDS.iter().zip(cols) {
                         if let Some(col) = col {
                             m.insert((*name).to_string(), cell(col, i));
                         }
@@ -249,7 +229,7 @@ impl Iterator for ParquetRecords {
                 continue;
             }
             self.batch = Some(
-                FIELDS
+                RECORD_FIELDS
                     .iter()
                     .map(|f| batch.column_by_name(f).cloned())
                     .collect(),

@@ -43,6 +43,29 @@ impl RecordKind {
     }
 }
 
+/// A record's fields, as every reader names them (JSONL keys, Parquet
+/// columns); a reject's `field` is one of them.
+pub const RECORD_FIELDS: [&str; 8] = [
+    "id",
+    "persona_id",
+    "kind",
+    "source_path",
+    "created_at",
+    "text",
+    "flags",
+    "user_id",
+];
+
+/// The fields a record cannot do without: the first six of [`RECORD_FIELDS`].
+pub const REQUIRED_FIELDS: [&str; 6] = [
+    "id",
+    "persona_id",
+    "kind",
+    "source_path",
+    "created_at",
+    "text",
+];
+
 /// The record flags that make a record untouchable without a curator.
 pub const FLAGS: [&str; 2] = ["sensitive", "safety"];
 
@@ -437,6 +460,17 @@ mod tests {
                 "created_at":"2026-11-28T21:00:00Z","text":"Keep it short."}"#,
         )
         .unwrap()
+    }
+
+    #[test]
+    fn the_required_fields_are_record_fields_and_each_is_checked() {
+        assert_eq!(REQUIRED_FIELDS[..], RECORD_FIELDS[..REQUIRED_FIELDS.len()]);
+        for field in REQUIRED_FIELDS {
+            let mut map = good();
+            map.remove(field);
+            let reject = record_from_map(&map, origin(), &IngestOptions::default()).unwrap_err();
+            assert_eq!(reject.field.as_deref(), Some(field), "{reject:?}");
+        }
     }
 
     #[test]
