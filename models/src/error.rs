@@ -144,6 +144,27 @@ pub enum Error {
         message: String,
     },
 
+    /// Floats that do not make whole rows of the width they were given.
+    #[error("{floats} floats do not make rows of {dim}")]
+    RowsShape {
+        /// How many floats (of the data, or of the row that does not fit).
+        floats: usize,
+        /// The row width asked for.
+        dim: usize,
+    },
+
+    /// A file of embedding rows could not be read or written.
+    #[error("cannot {op} the embedding rows {}", path.display())]
+    RowsFile {
+        /// What was being done.
+        op: &'static str,
+        /// The safetensors file.
+        path: PathBuf,
+        /// The candle error.
+        #[source]
+        source: candle_core::Error,
+    },
+
     /// A tensor operation of the heads failed.
     #[error("tensor operation failed")]
     Candle(#[from] candle_core::Error),

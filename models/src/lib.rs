@@ -52,6 +52,7 @@ pub mod lora;
 pub mod metrics;
 pub mod profile;
 pub mod quant;
+pub mod rows;
 pub mod simd;
 
 pub use bert::Precision;
@@ -59,6 +60,7 @@ pub use encoder::{
     CONFIG_FILE, EncodeOptions, EncodeStats, Encoded, Encoder, TOKENIZER_FILE, WEIGHTS_FILE,
 };
 pub use error::Error;
+pub use rows::{HeadInput, Rows};
 
 /// The model directory `scripts/fetch-model` fills, relative to the
 /// repository root.
