@@ -153,11 +153,19 @@ pub enum Error {
         dim: usize,
     },
 
-    /// A file of embedding rows could not be read or written.
-    #[error("cannot {op} the embedding rows {}", path.display())]
-    RowsFile {
-        /// What was being done.
-        op: &'static str,
+    /// A file of embedding rows could not be read (or lacks the rows).
+    #[error("cannot read the embedding rows {}", path.display())]
+    ReadRows {
+        /// The safetensors file.
+        path: PathBuf,
+        /// The candle error.
+        #[source]
+        source: candle_core::Error,
+    },
+
+    /// A file of embedding rows could not be written.
+    #[error("cannot write the embedding rows {}", path.display())]
+    WriteRows {
         /// The safetensors file.
         path: PathBuf,
         /// The candle error.

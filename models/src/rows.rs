@@ -21,12 +21,8 @@ impl Rows {
     /// Rows of `dim` floats each from `data`; errors when `data` does not
     /// split into whole rows (or `dim` is 0 and `data` is not empty).
     pub fn new(data: Vec<f32>, dim: usize) -> Result<Self, Error> {
-        let whole = if dim == 0 {
-            data.is_empty()
-        } else {
-            data.len() % dim == 0
-        };
-        if !whole {
+        // A width of 0 holds only no data.
+        if !data.len().is_multiple_of(dim) {
             return Err(Error::RowsShape {
                 floats: data.len(),
                 dim,
@@ -65,11 +61,7 @@ impl Rows {
 
     /// Number of rows.
     pub fn len(&self) -> usize {
-        if self.dim == 0 {
-            0
-        } else {
-            self.data.len() / self.dim
-        }
+        self.data.len().checked_div(self.dim).unwrap_or(0)
     }
 
     /// Whether there are no rows.
@@ -100,18 +92,14 @@ impl Rows {
     /// Reads the rows stored under `name` in a safetensors file (as
     /// [`Rows::write_safetensors`] writes them).
     pub fn read_safetensors(path: &Path, name: &str) -> Result<Self, Error> {
-        let failed = |source| Error::RowsFile {
-            op: "read",
+        let failed = |source| Error::ReadRows {
             path: path.to_path_buf(),
             source,
         };
         let mut tensors = candle_core::safetensors::load(path, &Device::Cpu).map_err(failed)?;
-        let missing = || Error::RowsFile {
-            op: "find",
-            path: path.to_path_buf(),
-            source: candle_core::Error::Msg(format!("no tensor {name}")),
-        };
-        let tensor = tensors.remove(name).ok_or_else(missing)?;
+        let tensor = tensors
+            .remove(name)
+            .ok_or_else(|| failed(candle_core::Error::Msg(format!("no tensor {name}"))))?;
         let (_, dim) = tensor.dims2().map_err(failed)?;
         let data = tensor
             .flatten_all()
@@ -123,8 +111,7 @@ impl Rows {
     /// Writes the rows as the one tensor `name` (`[len, dim]`, f32) of a
     /// safetensors file.
     pub fn write_safetensors(&self, path: &Path, name: &str) -> Result<(), Error> {
-        let failed = |source| Error::RowsFile {
-            op: "write",
+        let failed = |source| Error::WriteRows {
             path: path.to_path_buf(),
             source,
         };

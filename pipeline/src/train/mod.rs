@@ -24,17 +24,16 @@ pub mod sensitive;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use candle_core::{Device, Tensor};
 use serde::Serialize;
 use serde_json::json;
-use tomlite_models::Encoder;
 use tomlite_models::data::{AffectExample, LabeledRecord, is_dev, read_goemotions, read_labeled};
 use tomlite_models::finetune::{Example, FineTuneOptions, FineTuner, HeadSpecs, Progress};
 use tomlite_models::heads::{Card, Head, HeadCard, HeadSpec, Heads, Targets, TrainOptions};
 use tomlite_models::metrics::{
-    LabelScore, classification_report, ece, fit_temperature_sigmoid, fit_temperature_softmax,
-    multilabel_report,
+    LabelScore, TagCalibration, classification_report, ece, fit_temperature_sigmoid,
+    fit_temperature_softmax, multilabel_report, sigmoid_t,
 };
+use tomlite_models::{Encoder, Rows};
 
 use crate::annotate::classifier::Classifier;
 use crate::graph::nodes::Registry;
@@ -43,7 +42,7 @@ use crate::rules::decide::{Decision, Nodes, decide};
 use crate::rules::policy::Policy;
 pub use crate::train::error::LearnError;
 use crate::vocab::{AFFECTS, INTENSITIES, TOM_KINDS};
-use tomlite_models::bagging::{BAG_MEMBERS, class_weights, train_bagged};
+use tomlite_models::bagging::{BAG_MEMBERS, Bagged, class_weights, train_bagged};
 
 /// What `tomlite train` needs.
 #[derive(Debug, Clone)]
@@ -170,35 +169,54 @@ fn embed(
     what: &str,
     cache: Option<&Path>,
     progress: &mut dyn FnMut(&str),
-) -> Result<Tensor, LearnError> {
-    let key = {
-        use sha2::{Digest as _, Sha256};
-        let mut h = Sha256::new();
-        h.update(encoder.sha256().as_bytes());
-        // A fine-tuned encoder embeds differently: its own cache entries.
-        if let Some(a) = encoder.adapters_sha256() {
-            h.update(b"lora");
-            h.update(a.as_bytes());
-        }
-        for t in texts {
-            h.update((t.len() as u64).to_le_bytes());
-            h.update(t.as_bytes());
-        }
-        hex::encode(h.finalize())
-    };
-    let file = cache.map(|c| c.join(format!("{key}.safetensors")));
+) -> Result<Rows, LearnError> {
+    let file = cache.map(|c| c.join(format!("{}.safetensors", embedding_key(encoder, texts))));
     if let Some(f) = &file
-        && let Ok(mut m) = candle_core::safetensors::load(f, &Device::Cpu)
-        && let Some(t) = m.remove("embeddings")
-        && t.dims2().ok() == Some((texts.len(), encoder.dim()))
+        && let Ok(cached) = Rows::read_safetensors(f, "embeddings")
+        && (cached.len(), cached.dim()) == (texts.len(), encoder.dim())
     {
         progress(&format!(
             "embedding {what}: {} texts read from the cache {}",
             texts.len(),
             f.display()
         ));
-        return Ok(t);
+        return Ok(cached);
     }
+    let embeddings = embed_in_chunks(encoder, texts, what, progress)?;
+    if let (Some(f), Some(c)) = (&file, cache) {
+        // The cache is an optimisation: failing to write it is not an error.
+        if std::fs::create_dir_all(c).is_ok() {
+            let _ = embeddings.write_safetensors(f, "embeddings");
+        }
+    }
+    Ok(embeddings)
+}
+
+/// The cache key of `texts`' embeddings: sha256 of the encoder (and its
+/// adapters) and of the texts.
+fn embedding_key(encoder: &Encoder, texts: &[&str]) -> String {
+    use sha2::{Digest as _, Sha256};
+    let mut h = Sha256::new();
+    h.update(encoder.sha256().as_bytes());
+    // A fine-tuned encoder embeds differently: its own cache entries.
+    if let Some(a) = encoder.adapters_sha256() {
+        h.update(b"lora");
+        h.update(a.as_bytes());
+    }
+    for t in texts {
+        h.update((t.len() as u64).to_le_bytes());
+        h.update(t.as_bytes());
+    }
+    hex::encode(h.finalize())
+}
+
+/// Encodes `texts` 512 at a time, with a progress line after each chunk.
+fn embed_in_chunks(
+    encoder: &Encoder,
+    texts: &[&str],
+    what: &str,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Rows, LearnError> {
     let mut rows: Vec<f32> = Vec::with_capacity(texts.len() * encoder.dim());
     let chunk = 512;
     let started = std::time::Instant::now();
@@ -215,16 +233,7 @@ fn embed(
             (texts.len() - done) as f64 / rate.max(1e-9)
         ));
     }
-    let t = Tensor::from_vec(rows, (texts.len(), encoder.dim()), &Device::Cpu)?;
-    if let (Some(f), Some(c)) = (&file, cache) {
-        // The cache is an optimisation: failing to write it is not an error.
-        if std::fs::create_dir_all(c).is_ok() {
-            let mut m = std::collections::HashMap::new();
-            m.insert("embeddings".to_string(), t.clone());
-            let _ = candle_core::safetensors::save(&m, f);
-        }
-    }
-    Ok(t)
+    Ok(Rows::new(rows, encoder.dim())?)
 }
 
 struct TomSet {
@@ -637,98 +646,8 @@ pub fn train_with_steps(
     progress: &mut dyn FnMut(&str),
     steps: &mut dyn FnMut(&Progress),
 ) -> Result<Card, LearnError> {
-    let take = |n: usize| cfg.limit.map_or(n, |l| l.min(n));
-    let all = read_all(&cfg.tom_files)?;
-    let (dev, train): (Vec<_>, Vec<_>) = all.into_iter().partition(|(_, r)| is_held_out(r));
-    let path =
-        |v: &[(String, LabeledRecord)]| v.first().map(|(p, _)| p.clone()).unwrap_or_default();
-    let train_recs: Vec<LabeledRecord> = train
-        .iter()
-        .map(|(_, r)| r.clone())
-        .take(take(train.len()))
-        .collect();
-    let dev_recs: Vec<LabeledRecord> = dev
-        .iter()
-        .map(|(_, r)| r.clone())
-        .take(take(dev.len()))
-        .collect();
-    let tr = tom_set(&train_recs, &path(&train), true)?;
-    let dv = tom_set(&dev_recs, &path(&dev), false)?;
-    let ge_train = read_goemotions(&cfg.goemotions_train)?;
-    let ge_dev = read_goemotions(&cfg.goemotions_dev)?;
-    // Fine-tuning draws its own sample from the whole split.
-    let ge_all: Vec<AffectExample> = ge_train.iter().take(take(usize::MAX)).cloned().collect();
-    let ge_train: Vec<AffectExample> = match cfg.max_goemotions {
-        Some(m) if m < ge_train.len() => {
-            let step = ge_train.len() as f64 / m as f64;
-            (0..m)
-                .map(|i| ge_train[(i as f64 * step) as usize].clone())
-                .collect()
-        }
-        _ => ge_train,
-    };
-    let ge_train: Vec<AffectExample> = ge_train.into_iter().take(take(usize::MAX)).collect();
-    let ge_dev: Vec<AffectExample> = ge_dev.into_iter().take(take(usize::MAX)).collect();
-    progress(&format!(
-        "data: {} ToM-lite train examples ({} records + quotes), {} dev records; GoEmotions {} train, {} dev",
-        tr.texts.len(),
-        train_recs.len(),
-        dev_recs.len(),
-        ge_train.len(),
-        ge_dev.len()
-    ));
-
-    // Curated decisions join the tom_kind head's examples (never dev, never
-    // the calibration rows below, which are the labeled records only).
-    let curated_rows: Vec<crate::curate::CuratedRow> = match &cfg.curated {
-        Some(dir) => crate::curate::Curated::load(dir)
-            .map_err(|e| LearnError::Curated(Box::new(e)))?
-            .rows()
-            .cloned()
-            .collect(),
-        None => Vec::new(),
-    };
-    let cur = curated_set(&curated_rows);
-    let data_hashes = data_hashes(cfg)?;
-    let sensitivity = crate::train::sensitive::read_all(&cfg.sensitivity_files)?;
-    let finetuned = match &cfg.finetune {
-        Some(ft) => Some(finetune(
-            cfg,
-            ft,
-            &FineTuneData {
-                records: &train_recs,
-                tr: &tr,
-                cur: &cur,
-                goemotions: &ge_all,
-                sensitivity: &sensitivity,
-                data_hashes: &data_hashes,
-            },
-            progress,
-            steps,
-        )?),
-        None => None,
-    };
-    if finetuned.is_none() {
-        // Adapters left in the folder by a fine-tuning run belong to other
-        // heads than the ones written here: the classifier would refuse
-        // the pair.
-        for f in [
-            tomlite_models::finetune::ADAPTERS_FILE,
-            tomlite_models::finetune::ADAPTERS_CARD_FILE,
-        ] {
-            let p = cfg.heads_dir.join(f);
-            if p.is_file() {
-                std::fs::remove_file(&p).map_err(|source| LearnError::Remove {
-                    path: p.clone(),
-                    source,
-                })?;
-                progress(&format!(
-                    "removed {} (adapters of earlier heads; these are trained without)",
-                    p.display()
-                ));
-            }
-        }
-    }
+    let data = read_training_data(cfg, progress)?;
+    let finetuned = finetune_or_clear(cfg, &data, progress, steps)?;
     let encoder = match &finetuned {
         Some(_) => Encoder::load_with_adapters(
             &cfg.model_dir,
@@ -737,20 +656,8 @@ pub fn train_with_steps(
         )?,
         None => Encoder::load(&cfg.model_dir)?,
     };
-
     let cache = cfg.cache.as_deref();
-    let x_tr = embed(
-        &encoder,
-        &refs(&tr.texts),
-        "ToM-lite train",
-        cache,
-        progress,
-    )?;
-    let x_dv = embed(&encoder, &refs(&dv.texts), "ToM-lite dev", cache, progress)?;
-    let ge_tr_texts: Vec<&str> = ge_train.iter().map(|e| e.text.as_str()).collect();
-    let ge_dv_texts: Vec<&str> = ge_dev.iter().map(|e| e.text.as_str()).collect();
-    let x_ge_tr = embed(&encoder, &ge_tr_texts, "GoEmotions train", cache, progress)?;
-    let x_ge_dv = embed(&encoder, &ge_dv_texts, "GoEmotions dev", cache, progress)?;
+    let embedded = embed_sets(&encoder, &data, cache, progress)?;
     // The small linear heads (few hundred examples per label, unit-norm
     // inputs) need a larger step and more passes than the affect MLP.
     let small = TrainOptions {
@@ -758,328 +665,60 @@ pub fn train_with_steps(
         learning_rate: cfg.options.learning_rate * 10.0,
         ..cfg.options.clone()
     };
-
-    // tom_kind: multi-label, on ToM-lite texts and gold quotes.
-    let tom_spec = HeadSpec {
-        name: "tom_kind".into(),
-        labels: TOM_KINDS.iter().map(|s| s.to_string()).collect(),
-        multi_label: true,
-        hidden: 0,
-    };
-    let mut epochs_log = Vec::new();
-    let (x_tom, tom_targets, tom_group) = if cur.texts.is_empty() {
-        (
-            x_tr.clone(),
-            multi_hot(&tr.kinds, TOM_KINDS.len()),
-            tr.group.clone(),
-        )
-    } else {
-        progress(&format!(
-            "curated: {} decisions give {} tom_kind examples ({:?})",
-            curated_rows.len(),
-            cur.texts.len(),
-            cur.stats
-        ));
-        let x_cur = embed(&encoder, &refs(&cur.texts), "curated", cache, progress)?;
-        let offset = tr.group.iter().max().map_or(0, |g| g + 1);
-        let mut targets = multi_hot(&tr.kinds, TOM_KINDS.len());
-        targets.extend(cur.targets.iter().cloned());
-        let mut group = tr.group.clone();
-        group.extend(cur.group.iter().map(|g| g + offset));
-        (Tensor::cat(&[&x_tr, &x_cur], 0)?, targets, group)
-    };
-    let tom_bag = train_bagged(
-        &tom_spec,
-        &x_tom,
-        &Targets::Multi(tom_targets),
-        &tom_group,
+    let mut losses = EpochLosses::new();
+    let tom_bag = train_tom_head(
+        &encoder,
+        &data,
+        &embedded,
+        cache,
         &small,
-        |_, e, l| epochs_log.push(("tom_kind".to_string(), e, l)),
+        &mut losses,
+        progress,
     )?;
     let mut tom = tom_bag.head;
-    // affect: GoEmotions train plus the ToM-lite train records, class-weighted.
-    let x_aff = Tensor::cat(&[&x_ge_tr, &x_tr], 0)?;
-    let mut aff_labels: Vec<usize> = ge_train
-        .iter()
-        .map(|e| index_of(&AFFECTS, e.affect).unwrap_or(5))
-        .collect();
-    aff_labels.extend(&tr.affect);
-    let aff_spec = HeadSpec {
-        name: "affect".into(),
-        labels: AFFECTS.iter().map(|s| s.to_string()).collect(),
-        multi_label: false,
-        hidden: 512,
-    };
-    let mut affect = Head::train(
-        aff_spec,
-        &x_aff,
-        &Targets::Single {
-            labels: aff_labels.iter().map(|&l| l as u32).collect(),
-            weights: class_weights(&aff_labels, AFFECTS.len()),
-        },
-        // The MLP overfits GoEmotions past a few passes (train loss 0.28 and
-        // a calibration temperature of 2.0 after 30): a quarter of the passes.
-        &TrainOptions {
-            batch_size: 256,
-            epochs: cfg.options.epochs.div_ceil(4),
-            ..cfg.options.clone()
-        },
-        |e, l| epochs_log.push(("affect".to_string(), e, l)),
-    )?;
-    // intensity: ToM-lite only.
-    let int_spec = HeadSpec {
-        name: "intensity".into(),
-        labels: INTENSITIES.iter().map(|s| s.to_string()).collect(),
-        multi_label: false,
-        hidden: 0,
-    };
-    let int_bag = train_bagged(
-        &int_spec,
-        &x_tr,
-        &Targets::Single {
-            labels: tr.intensity.iter().map(|&l| l as u32).collect(),
-            weights: class_weights(&tr.intensity, INTENSITIES.len()),
-        },
-        &tr.group,
-        &small,
-        |_, e, l| epochs_log.push(("intensity".to_string(), e, l)),
-    )?;
-    let mut intensity = int_bag.head;
-    // One line per head and epoch; a bagged head's loss is its members' mean.
-    let mut per_epoch: Vec<(String, usize, f64, usize)> = Vec::new();
-    for (name, e, l) in &epochs_log {
-        match per_epoch
-            .iter_mut()
-            .find(|(n, pe, _, _)| n == name && pe == e)
-        {
-            Some(entry) => {
-                entry.2 += l;
-                entry.3 += 1;
-            }
-            None => per_epoch.push((name.clone(), *e, *l, 1)),
-        }
-    }
-    for (name, e, sum, n) in &per_epoch {
-        let bag = if *n > 1 {
-            format!(" (mean of {n} bagged members)")
-        } else {
-            String::new()
-        };
-        progress(&format!(
-            "{name}: epoch {e:>3} loss {:.4}{bag}",
-            sum / *n as f64
-        ));
-    }
+    let mut affect = train_affect_head(cfg, &data, &embedded, &mut losses)?;
+    let intensity_bag = train_intensity_head(&data, &embedded, &small, &mut losses)?;
+    let mut intensity = intensity_bag.head;
+    report_epoch_losses(&losses, progress);
 
-    // Calibration of the bagged heads on their out-of-bag logits of the
-    // training records (quotes left out: the classifier scores records).
-    let first_of_record: Vec<bool> = (0..tr.group.len())
-        .map(|i| i == 0 || tr.group[i] != tr.group[i - 1])
-        .collect();
-    // After fine-tuning, only the records the encoder did not see give
-    // honest held-out scores.
-    let unseen: Vec<bool> = tr
-        .group
-        .iter()
-        .map(|&g| cfg.finetune.is_none() || is_calibration(&train_recs[g].id))
-        .collect();
-    let oob_rows = |oob: &[Option<Vec<f32>>]| -> Vec<usize> {
-        (0..first_of_record.len().min(oob.len()))
-            .filter(|&i| first_of_record[i] && unseen[i] && oob[i].is_some())
-            .collect()
+    let honest = honest_rows(cfg, &data);
+    let tag_calibration = calibrate_tom(&mut tom, &tom_bag.oob, &honest, &data, progress);
+    let tom_bag_view = TomBag {
+        head: &tom,
+        members: &tom_bag.members,
+        oob: &tom_bag.oob,
     };
-    let rows = oob_rows(&tom_bag.oob);
-    let tom_oob: Vec<Vec<f32>> = rows
-        .iter()
-        .filter_map(|&i| tom_bag.oob[i].clone())
-        .collect();
-    let tom_gold: Vec<Vec<bool>> = rows
-        .iter()
-        .map(|&i| {
-            (0..TOM_KINDS.len())
-                .map(|k| tr.kinds[i].contains(&k))
-                .collect()
-        })
-        .collect();
-    tom.temperature = fit_temperature_sigmoid(&tom_oob, &tom_gold);
-    // Then P(tag right) from the two best kinds, on the same out-of-bag rows.
-    let tag_rows: Vec<(Vec<f64>, Vec<usize>)> = rows
-        .iter()
-        .zip(&tom_oob)
-        .map(|(&i, z)| {
-            let p = z
-                .iter()
-                .map(|&v| tomlite_models::metrics::sigmoid_t(v, tom.temperature))
-                .collect();
-            (p, tr.kinds[i].clone())
-        })
-        .collect();
-    let tag_calibration = tomlite_models::metrics::TagCalibration::fit(&tag_rows);
-    progress(&format!(
-        "tag calibration: primary {:?}, secondary {:?}",
-        tag_calibration
-            .primary
-            .map(|w| (w * 1000.0).round() / 1000.0),
-        tag_calibration
-            .secondary
-            .map(|w| (w * 1000.0).round() / 1000.0)
-    ));
-    // Edges: the person head and the edge calibrations.
-    let registry = match &cfg.nodes {
-        Some(p) => Some(Registry::load(p).map_err(|e| LearnError::Nodes(Box::new(e)))?),
-        None => None,
-    };
-    let pool: Vec<LabeledRecord> = train_recs.iter().chain(&dev_recs).cloned().collect();
-    let pool_texts: Vec<&str> = pool.iter().map(|r| r.text.as_str()).collect();
-    let pool_x = embed(&encoder, &pool_texts, "memory pool", cache, progress)?;
-    let mut first_row = vec![None; train_recs.len()];
-    for (i, &g) in tr.group.iter().enumerate() {
-        if first_row[g].is_none() {
-            first_row[g] = Some(i);
-        }
-    }
-    let record_oob: Vec<Option<Vec<f32>>> = first_row
-        .iter()
-        .map(|i| i.and_then(|i| tom_bag.oob[i].clone()))
-        .collect();
-    let edge_model = crate::train::edges::train_edges(
-        &crate::train::edges::EdgeTraining {
-            encoder: &encoder,
-            records: &train_recs,
-            pool: &pool,
-            pool_x: &pool_x,
-            registry: registry.as_ref(),
-            tom: &tom,
-            members: &tom_bag.members,
-            record_oob: &record_oob,
-            tag_calibration: &tag_calibration,
-            cache,
-        },
-        &small,
-        progress,
-    )?;
-    let ordinary: Vec<&str> = train_recs
-        .iter()
-        .map(|r| r.text.as_str())
-        .filter(|t| !crate::train::sensitive::may_be_sensitive(t))
-        .collect();
-    let sensitive = crate::train::sensitive::train_head(
+    let edge_model = train_edge_model(
+        cfg,
         &encoder,
-        &sensitivity,
-        &ordinary,
-        // After fine-tuning, only the records the encoder did not see
-        // give honest out-of-bag scores for the temperature.
-        &|r: &tomlite_models::data::SensitivityRecord| {
-            cfg.finetune.is_none() || is_calibration(&r.id)
-        },
-        &cfg.sensitivity_files
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", "),
+        &data,
+        &tom_bag_view,
+        &tag_calibration,
         &small,
         progress,
     )?;
-    let rows = oob_rows(&int_bag.oob);
-    let int_oob: Vec<Vec<f32>> = rows
-        .iter()
-        .filter_map(|&i| int_bag.oob[i].clone())
-        .collect();
-    let int_gold: Vec<usize> = rows.iter().map(|&i| tr.intensity[i]).collect();
-    intensity.temperature = fit_temperature_softmax(&int_oob, &int_gold);
-    progress(&format!(
-        "calibration: out-of-bag logits of {} training records ({} members per bag)",
-        rows.len(),
-        BAG_MEMBERS
-    ));
-    let x_aff_dv = Tensor::cat(&[&x_ge_dv, &x_dv], 0)?;
-    let mut aff_dv_gold: Vec<usize> = ge_dev
-        .iter()
-        .map(|e| index_of(&AFFECTS, e.affect).unwrap_or(5))
-        .collect();
-    aff_dv_gold.extend(&dv.affect);
-    affect.temperature = fit_temperature_softmax(&affect.logits_rows(&x_aff_dv)?, &aff_dv_gold);
+    let sensitive = train_sensitive_head(cfg, &encoder, &data, &small, progress)?;
+    calibrate_intensity(&mut intensity, &intensity_bag.oob, &honest, &data, progress);
+    calibrate_affect(&mut affect, &data, &embedded)?;
     progress(&format!(
         "temperatures: tom_kind {:.3}, affect {:.3}, intensity {:.3}",
         tom.temperature, affect.temperature, intensity.temperature
     ));
-
-    // Dev metrics for the card.
-    let ge_metrics = single_metrics(
-        &affect,
-        &x_ge_dv,
-        &ge_dev
-            .iter()
-            .map(|e| index_of(&AFFECTS, e.affect).unwrap_or(5))
-            .collect::<Vec<_>>(),
-        &AFFECTS,
-    )?;
-    let tom_metrics = tom_head_metrics(&tom, &x_dv, &dv.kinds)?;
-    let int_metrics = single_metrics(&intensity, &x_dv, &dv.intensity, &INTENSITIES)?;
-    let own_aff_metrics = single_metrics(&affect, &x_dv, &dv.affect, &AFFECTS)?;
-    progress(&format!(
-        "dev: tom_kind macro-F1 {:.3} | affect macro-F1 {:.3} (GoEmotions dev), {:.3} (ToM-lite dev) | intensity macro-F1 {:.3}",
-        tom_metrics["macro_f1"].as_f64().unwrap_or(0.0),
-        ge_metrics["macro_f1"].as_f64().unwrap_or(0.0),
-        own_aff_metrics["macro_f1"].as_f64().unwrap_or(0.0),
-        int_metrics["macro_f1"].as_f64().unwrap_or(0.0),
-    ));
-
-    let card = Card {
-        encoder_sha256: encoder.sha256().to_string(),
-        heads: vec![
-            HeadCard {
-                spec: tom.spec.clone(),
-                temperature: tom.temperature,
-                metrics: tom_metrics,
-            },
-            HeadCard {
-                spec: affect.spec.clone(),
-                temperature: affect.temperature,
-                metrics: json!({"goemotions_dev": ge_metrics, "tom_lite_dev": own_aff_metrics}),
-            },
-            HeadCard {
-                spec: intensity.spec.clone(),
-                temperature: intensity.temperature,
-                metrics: int_metrics,
-            },
-            HeadCard {
-                spec: edge_model.person.spec.clone(),
-                temperature: edge_model.person.temperature,
-                metrics: edge_model.metrics.clone(),
-            },
-        ]
-        .into_iter()
-        .chain(sensitive.as_ref().map(|t| HeadCard {
-            spec: t.head.spec.clone(),
-            temperature: t.head.temperature,
-            metrics: t.metrics.clone(),
-        }))
-        .collect(),
-        training_data: json!({
-            "files": data_hashes,
-            "dev_split": format!("styles {} held out; records without a style: FNV-1a(id) % 100 < 15", HELD_OUT_STYLES.join(", ")),
-            "tom_lite_train_records": train_recs.len(),
-            "tom_lite_train_examples": tr.texts.len(),
-            "tom_lite_dev_records": dev_recs.len(),
-            "goemotions_train": ge_train.len(),
-            "goemotions_train_cap": cfg.max_goemotions,
-            "goemotions_dev": ge_dev.len(),
-            "curated_examples": cur.texts.len(),
-            "curated_decisions": cur.stats,
-            "curated_from": cfg.curated.as_ref().map(|p| p.display().to_string()),
-        }),
-        training: json!({
-            "adapters_sha256": finetuned.as_ref().map(|f| f.sha256.clone()),
-            "finetune": finetuned.as_ref().map(|f| f.summary.clone()),
-            "options": cfg.options,
-            "limit": cfg.limit,
-            "final_loss": epochs_log.iter().rev().map(|(n, e, l)| json!({"head": n, "epoch": e, "loss": l})).take(3).collect::<Vec<_>>(),
-        }),
-        notes: json!({"command": "tomlite train"}),
-        tag_calibration: Some(tag_calibration),
-        edges: Some(edge_model.calibration),
-    };
+    let dev = dev_metrics(&tom, &affect, &intensity, &data, &embedded, progress)?;
+    let card = heads_card(&CardInputs {
+        cfg,
+        encoder_sha256: encoder.sha256(),
+        data: &data,
+        tom: &tom,
+        affect: &affect,
+        intensity: &intensity,
+        edge_model: &edge_model,
+        sensitive: sensitive.as_ref(),
+        dev,
+        finetuned: finetuned.as_ref(),
+        losses: &losses,
+        tag_calibration: &tag_calibration,
+    });
     let mut heads = Heads {
         tom_kind: tom,
         affect,
@@ -1103,6 +742,653 @@ pub fn train_with_steps(
     Ok(heads.card)
 }
 
+/// The labeled data of one training run, split and limited.
+struct TrainingData {
+    /// ToM-lite training records (outside the dev split).
+    train_records: Vec<LabeledRecord>,
+    /// ToM-lite dev records ([`is_held_out`]).
+    dev_records: Vec<LabeledRecord>,
+    /// The training records and their gold quotes as examples.
+    train_set: TomSet,
+    /// The dev records as examples (no quotes).
+    dev_set: TomSet,
+    /// GoEmotions comments.
+    goemotions: GoEmotions,
+    /// How many curated decisions were read.
+    curated_decisions: usize,
+    /// The tom_kind examples of the curated decisions.
+    curated: CuratedSet,
+    /// sha256 of every data file.
+    data_hashes: BTreeMap<String, String>,
+    /// Records labeled for sensitive content.
+    sensitivity: Vec<tomlite_models::data::SensitivityRecord>,
+}
+
+/// The GoEmotions comments of one training run.
+struct GoEmotions {
+    /// The whole train split (limited): fine-tuning draws its own sample.
+    for_finetuning: Vec<AffectExample>,
+    /// The affect head's training comments (`max_goemotions` evenly spaced).
+    train: Vec<AffectExample>,
+    /// The dev split: the affect head's calibration and figures.
+    dev: Vec<AffectExample>,
+}
+
+/// Reads the ToM-lite, GoEmotions, curated and sensitivity data, splits
+/// and limits it as `cfg` says, and prints what it holds.
+fn read_training_data(
+    cfg: &TrainConfig,
+    progress: &mut dyn FnMut(&str),
+) -> Result<TrainingData, LearnError> {
+    let take = |n: usize| cfg.limit.map_or(n, |l| l.min(n));
+    let all = read_all(&cfg.tom_files)?;
+    let (dev, train): (Vec<_>, Vec<_>) = all.into_iter().partition(|(_, r)| is_held_out(r));
+    let path =
+        |v: &[(String, LabeledRecord)]| v.first().map(|(p, _)| p.clone()).unwrap_or_default();
+    let train_records: Vec<LabeledRecord> = train
+        .iter()
+        .map(|(_, r)| r.clone())
+        .take(take(train.len()))
+        .collect();
+    let dev_records: Vec<LabeledRecord> = dev
+        .iter()
+        .map(|(_, r)| r.clone())
+        .take(take(dev.len()))
+        .collect();
+    let train_set = tom_set(&train_records, &path(&train), true)?;
+    let dev_set = tom_set(&dev_records, &path(&dev), false)?;
+    let goemotions = read_goemotions_splits(cfg)?;
+    progress(&format!(
+        "data: {} ToM-lite train examples ({} records + quotes), {} dev records; GoEmotions {} train, {} dev",
+        train_set.texts.len(),
+        train_records.len(),
+        dev_records.len(),
+        goemotions.train.len(),
+        goemotions.dev.len()
+    ));
+    // Curated decisions join the tom_kind head's examples (never dev, never
+    // the calibration rows, which are the labeled records only).
+    let curated_rows: Vec<crate::curate::CuratedRow> = match &cfg.curated {
+        Some(dir) => crate::curate::Curated::load(dir)
+            .map_err(|e| LearnError::Curated(Box::new(e)))?
+            .rows()
+            .cloned()
+            .collect(),
+        None => Vec::new(),
+    };
+    Ok(TrainingData {
+        curated: curated_set(&curated_rows),
+        curated_decisions: curated_rows.len(),
+        data_hashes: data_hashes(cfg)?,
+        sensitivity: crate::train::sensitive::read_all(&cfg.sensitivity_files)?,
+        train_records,
+        dev_records,
+        train_set,
+        dev_set,
+        goemotions,
+    })
+}
+
+/// GoEmotions' train and dev splits, sampled and limited as `cfg` says.
+fn read_goemotions_splits(cfg: &TrainConfig) -> Result<GoEmotions, LearnError> {
+    let take = |n: usize| cfg.limit.map_or(n, |l| l.min(n));
+    let train = read_goemotions(&cfg.goemotions_train)?;
+    let dev = read_goemotions(&cfg.goemotions_dev)?;
+    let for_finetuning: Vec<AffectExample> = train.iter().take(take(usize::MAX)).cloned().collect();
+    let train: Vec<AffectExample> = match cfg.max_goemotions {
+        Some(m) if m < train.len() => {
+            let step = train.len() as f64 / m as f64;
+            (0..m)
+                .map(|i| train[(i as f64 * step) as usize].clone())
+                .collect()
+        }
+        _ => train,
+    };
+    Ok(GoEmotions {
+        for_finetuning,
+        train: train.into_iter().take(take(usize::MAX)).collect(),
+        dev: dev.into_iter().take(take(usize::MAX)).collect(),
+    })
+}
+
+/// Fine-tunes the encoder when `cfg` asks for it; otherwise removes the
+/// adapters an earlier fine-tuning run left in the output folder.
+fn finetune_or_clear(
+    cfg: &TrainConfig,
+    data: &TrainingData,
+    progress: &mut dyn FnMut(&str),
+    steps: &mut dyn FnMut(&Progress),
+) -> Result<Option<FineTunedInfo>, LearnError> {
+    if let Some(ft) = &cfg.finetune {
+        let inputs = FineTuneData {
+            records: &data.train_records,
+            tr: &data.train_set,
+            cur: &data.curated,
+            goemotions: &data.goemotions.for_finetuning,
+            sensitivity: &data.sensitivity,
+            data_hashes: &data.data_hashes,
+        };
+        return finetune(cfg, ft, &inputs, progress, steps).map(Some);
+    }
+    // Adapters left in the folder by a fine-tuning run belong to other
+    // heads than the ones written here: the classifier would refuse the
+    // pair.
+    for f in [
+        tomlite_models::finetune::ADAPTERS_FILE,
+        tomlite_models::finetune::ADAPTERS_CARD_FILE,
+    ] {
+        let p = cfg.heads_dir.join(f);
+        if p.is_file() {
+            std::fs::remove_file(&p).map_err(|source| LearnError::Remove {
+                path: p.clone(),
+                source,
+            })?;
+            progress(&format!(
+                "removed {} (adapters of earlier heads; these are trained without)",
+                p.display()
+            ));
+        }
+    }
+    Ok(None)
+}
+
+/// The embeddings the heads are trained, calibrated and measured on.
+struct Embedded {
+    /// ToM-lite training examples (records and quotes).
+    tom_train: Rows,
+    /// ToM-lite dev records.
+    tom_dev: Rows,
+    /// The affect head's GoEmotions training comments.
+    goemotions_train: Rows,
+    /// GoEmotions dev comments.
+    goemotions_dev: Rows,
+}
+
+/// The texts of GoEmotions comments.
+fn comment_texts(examples: &[AffectExample]) -> Vec<&str> {
+    examples.iter().map(|e| e.text.as_str()).collect()
+}
+
+fn embed_sets(
+    encoder: &Encoder,
+    data: &TrainingData,
+    cache: Option<&Path>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Embedded, LearnError> {
+    let train_texts = refs(&data.train_set.texts);
+    let dev_texts = refs(&data.dev_set.texts);
+    Ok(Embedded {
+        tom_train: embed(encoder, &train_texts, "ToM-lite train", cache, progress)?,
+        tom_dev: embed(encoder, &dev_texts, "ToM-lite dev", cache, progress)?,
+        goemotions_train: embed(
+            encoder,
+            &comment_texts(&data.goemotions.train),
+            "GoEmotions train",
+            cache,
+            progress,
+        )?,
+        goemotions_dev: embed(
+            encoder,
+            &comment_texts(&data.goemotions.dev),
+            "GoEmotions dev",
+            cache,
+            progress,
+        )?,
+    })
+}
+
+/// Per head and epoch, the training loss: one entry per bagged member.
+type EpochLosses = Vec<(String, usize, f64)>;
+
+/// tom_kind: multi-label, bagged, on the ToM-lite texts and gold quotes
+/// and the curated examples.
+fn train_tom_head(
+    encoder: &Encoder,
+    data: &TrainingData,
+    embedded: &Embedded,
+    cache: Option<&Path>,
+    small: &TrainOptions,
+    losses: &mut EpochLosses,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Bagged, LearnError> {
+    let spec = HeadSpec {
+        name: "tom_kind".into(),
+        labels: TOM_KINDS.iter().map(|s| s.to_string()).collect(),
+        multi_label: true,
+        hidden: 0,
+    };
+    let (train_set, curated) = (&data.train_set, &data.curated);
+    let mut targets = multi_hot(&train_set.kinds, TOM_KINDS.len());
+    let mut group = train_set.group.clone();
+    let embeddings = if curated.texts.is_empty() {
+        embedded.tom_train.clone()
+    } else {
+        progress(&format!(
+            "curated: {} decisions give {} tom_kind examples ({:?})",
+            data.curated_decisions,
+            curated.texts.len(),
+            curated.stats
+        ));
+        let curated_x = embed(encoder, &refs(&curated.texts), "curated", cache, progress)?;
+        let offset = train_set.group.iter().max().map_or(0, |g| g + 1);
+        targets.extend(curated.targets.iter().cloned());
+        group.extend(curated.group.iter().map(|g| g + offset));
+        Rows::concat(&[&embedded.tom_train, &curated_x])?
+    };
+    Ok(train_bagged(
+        &spec,
+        &embeddings,
+        &Targets::Multi(targets),
+        &group,
+        small,
+        |_, e, l| losses.push(("tom_kind".to_string(), e, l)),
+    )?)
+}
+
+/// The affect index of each GoEmotions comment (unknown: neutral).
+fn affect_labels(examples: &[AffectExample]) -> Vec<usize> {
+    examples
+        .iter()
+        .map(|e| index_of(&AFFECTS, e.affect).unwrap_or(5))
+        .collect()
+}
+
+/// affect: an MLP on GoEmotions train plus the ToM-lite train records,
+/// class-weighted.
+fn train_affect_head(
+    cfg: &TrainConfig,
+    data: &TrainingData,
+    embedded: &Embedded,
+    losses: &mut EpochLosses,
+) -> Result<Head, LearnError> {
+    let embeddings = Rows::concat(&[&embedded.goemotions_train, &embedded.tom_train])?;
+    let mut labels = affect_labels(&data.goemotions.train);
+    labels.extend(&data.train_set.affect);
+    let spec = HeadSpec {
+        name: "affect".into(),
+        labels: AFFECTS.iter().map(|s| s.to_string()).collect(),
+        multi_label: false,
+        hidden: 512,
+    };
+    Ok(Head::train(
+        spec,
+        &embeddings,
+        &Targets::Single {
+            labels: labels.iter().map(|&l| l as u32).collect(),
+            weights: class_weights(&labels, AFFECTS.len()),
+        },
+        // The MLP overfits GoEmotions past a few passes (train loss 0.28 and
+        // a calibration temperature of 2.0 after 30): a quarter of the passes.
+        &TrainOptions {
+            batch_size: 256,
+            epochs: cfg.options.epochs.div_ceil(4),
+            ..cfg.options.clone()
+        },
+        |e, l| losses.push(("affect".to_string(), e, l)),
+    )?)
+}
+
+/// intensity: bagged, on the ToM-lite training examples only.
+fn train_intensity_head(
+    data: &TrainingData,
+    embedded: &Embedded,
+    small: &TrainOptions,
+    losses: &mut EpochLosses,
+) -> Result<Bagged, LearnError> {
+    let spec = HeadSpec {
+        name: "intensity".into(),
+        labels: INTENSITIES.iter().map(|s| s.to_string()).collect(),
+        multi_label: false,
+        hidden: 0,
+    };
+    let labels = &data.train_set.intensity;
+    Ok(train_bagged(
+        &spec,
+        &embedded.tom_train,
+        &Targets::Single {
+            labels: labels.iter().map(|&l| l as u32).collect(),
+            weights: class_weights(labels, INTENSITIES.len()),
+        },
+        &data.train_set.group,
+        small,
+        |_, e, l| losses.push(("intensity".to_string(), e, l)),
+    )?)
+}
+
+/// One line per head and epoch; a bagged head's loss is its members' mean.
+fn report_epoch_losses(losses: &EpochLosses, progress: &mut dyn FnMut(&str)) {
+    // (head, epoch, sum of the losses, members)
+    let mut per_epoch: Vec<(String, usize, f64, usize)> = Vec::new();
+    for (name, epoch, loss) in losses {
+        match per_epoch
+            .iter_mut()
+            .find(|(n, e, _, _)| n == name && e == epoch)
+        {
+            Some(entry) => {
+                entry.2 += loss;
+                entry.3 += 1;
+            }
+            None => per_epoch.push((name.clone(), *epoch, *loss, 1)),
+        }
+    }
+    for (name, epoch, sum, members) in &per_epoch {
+        let bag = if *members > 1 {
+            format!(" (mean of {members} bagged members)")
+        } else {
+            String::new()
+        };
+        progress(&format!(
+            "{name}: epoch {epoch:>3} loss {:.4}{bag}",
+            sum / *members as f64
+        ));
+    }
+}
+
+/// Per training example: whether its out-of-bag logits are an honest
+/// held-out score for calibration. Only a record's own text counts (the
+/// classifier scores records, not quotes), and after fine-tuning only the
+/// records the encoder did not see.
+fn honest_rows(cfg: &TrainConfig, data: &TrainingData) -> Vec<bool> {
+    let group = &data.train_set.group;
+    (0..group.len())
+        .map(|i| {
+            let first_of_record = i == 0 || group[i] != group[i - 1];
+            let unseen = cfg.finetune.is_none() || is_calibration(&data.train_records[group[i]].id);
+            first_of_record && unseen
+        })
+        .collect()
+}
+
+/// The honest rows ([`honest_rows`]) that have out-of-bag logits.
+fn oob_rows(honest: &[bool], oob: &[Option<Vec<f32>>]) -> Vec<usize> {
+    (0..honest.len().min(oob.len()))
+        .filter(|&i| honest[i] && oob[i].is_some())
+        .collect()
+}
+
+/// Fits the tom_kind temperature on the bag's out-of-bag logits, then
+/// P(tag right) from the two best kinds on the same rows.
+fn calibrate_tom(
+    tom: &mut Head,
+    oob: &[Option<Vec<f32>>],
+    honest: &[bool],
+    data: &TrainingData,
+    progress: &mut dyn FnMut(&str),
+) -> TagCalibration {
+    let kinds = &data.train_set.kinds;
+    let rows = oob_rows(honest, oob);
+    let logits: Vec<Vec<f32>> = rows.iter().filter_map(|&i| oob[i].clone()).collect();
+    let gold: Vec<Vec<bool>> = rows
+        .iter()
+        .map(|&i| {
+            (0..TOM_KINDS.len())
+                .map(|k| kinds[i].contains(&k))
+                .collect()
+        })
+        .collect();
+    tom.temperature = fit_temperature_sigmoid(&logits, &gold);
+    let tag_rows: Vec<(Vec<f64>, Vec<usize>)> = rows
+        .iter()
+        .zip(&logits)
+        .map(|(&i, z)| {
+            let p = z.iter().map(|&v| sigmoid_t(v, tom.temperature)).collect();
+            (p, kinds[i].clone())
+        })
+        .collect();
+    let tag_calibration = TagCalibration::fit(&tag_rows);
+    progress(&format!(
+        "tag calibration: primary {:?}, secondary {:?}",
+        tag_calibration
+            .primary
+            .map(|w| (w * 1000.0).round() / 1000.0),
+        tag_calibration
+            .secondary
+            .map(|w| (w * 1000.0).round() / 1000.0)
+    ));
+    tag_calibration
+}
+
+/// The tom_kind head with its bag's members and out-of-bag logits.
+struct TomBag<'a> {
+    head: &'a Head,
+    members: &'a [(Head, Vec<bool>)],
+    oob: &'a [Option<Vec<f32>>],
+}
+
+/// Edges: the person head and the edge calibrations, on the training
+/// records, with every labeled record as the memory pool.
+fn train_edge_model(
+    cfg: &TrainConfig,
+    encoder: &Encoder,
+    data: &TrainingData,
+    tom: &TomBag<'_>,
+    tag_calibration: &TagCalibration,
+    small: &TrainOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<crate::train::edges::EdgeModel, LearnError> {
+    let registry = match &cfg.nodes {
+        Some(p) => Some(Registry::load(p).map_err(|e| LearnError::Nodes(Box::new(e)))?),
+        None => None,
+    };
+    let records = &data.train_records;
+    let pool: Vec<LabeledRecord> = records.iter().chain(&data.dev_records).cloned().collect();
+    let pool_texts: Vec<&str> = pool.iter().map(|r| r.text.as_str()).collect();
+    let cache = cfg.cache.as_deref();
+    let pool_x = embed(encoder, &pool_texts, "memory pool", cache, progress)?;
+    // Each record's first example is its own text.
+    let mut first_example = vec![None; records.len()];
+    for (i, &g) in data.train_set.group.iter().enumerate() {
+        if first_example[g].is_none() {
+            first_example[g] = Some(i);
+        }
+    }
+    let record_oob: Vec<Option<Vec<f32>>> = first_example
+        .iter()
+        .map(|i| i.and_then(|i| tom.oob[i].clone()))
+        .collect();
+    crate::train::edges::train_edges(
+        &crate::train::edges::EdgeTraining {
+            encoder,
+            records,
+            pool: &pool,
+            pool_x: &pool_x,
+            registry: registry.as_ref(),
+            tom: tom.head,
+            members: tom.members,
+            record_oob: &record_oob,
+            tag_calibration,
+            cache,
+        },
+        small,
+        progress,
+    )
+}
+
+/// The sensitive head, with the ToM-lite records that have no sensitive
+/// word as its weak negatives; `None` without sensitivity data.
+fn train_sensitive_head(
+    cfg: &TrainConfig,
+    encoder: &Encoder,
+    data: &TrainingData,
+    small: &TrainOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Option<crate::train::sensitive::Trained>, LearnError> {
+    let ordinary: Vec<&str> = data
+        .train_records
+        .iter()
+        .map(|r| r.text.as_str())
+        .filter(|t| !crate::train::sensitive::may_be_sensitive(t))
+        .collect();
+    crate::train::sensitive::train_head(
+        encoder,
+        &data.sensitivity,
+        &ordinary,
+        // After fine-tuning, only the records the encoder did not see
+        // give honest out-of-bag scores for the temperature.
+        &|r: &tomlite_models::data::SensitivityRecord| {
+            cfg.finetune.is_none() || is_calibration(&r.id)
+        },
+        &cfg.sensitivity_files
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        small,
+        progress,
+    )
+}
+
+/// Fits the intensity temperature on the bag's out-of-bag logits.
+fn calibrate_intensity(
+    intensity: &mut Head,
+    oob: &[Option<Vec<f32>>],
+    honest: &[bool],
+    data: &TrainingData,
+    progress: &mut dyn FnMut(&str),
+) {
+    let rows = oob_rows(honest, oob);
+    let logits: Vec<Vec<f32>> = rows.iter().filter_map(|&i| oob[i].clone()).collect();
+    let gold: Vec<usize> = rows.iter().map(|&i| data.train_set.intensity[i]).collect();
+    intensity.temperature = fit_temperature_softmax(&logits, &gold);
+    progress(&format!(
+        "calibration: out-of-bag logits of {} training records ({} members per bag)",
+        rows.len(),
+        BAG_MEMBERS
+    ));
+}
+
+/// Fits the affect temperature on GoEmotions dev and the ToM-lite dev
+/// records.
+fn calibrate_affect(
+    affect: &mut Head,
+    data: &TrainingData,
+    embedded: &Embedded,
+) -> Result<(), LearnError> {
+    let embeddings = Rows::concat(&[&embedded.goemotions_dev, &embedded.tom_dev])?;
+    let mut gold = affect_labels(&data.goemotions.dev);
+    gold.extend(&data.dev_set.affect);
+    affect.temperature = fit_temperature_softmax(&affect.logits_rows(&embeddings)?, &gold);
+    Ok(())
+}
+
+/// The heads' figures on the dev data, for the card.
+struct DevMetrics {
+    tom_kind: serde_json::Value,
+    affect_goemotions: serde_json::Value,
+    affect_tom_lite: serde_json::Value,
+    intensity: serde_json::Value,
+}
+
+fn dev_metrics(
+    tom: &Head,
+    affect: &Head,
+    intensity: &Head,
+    data: &TrainingData,
+    embedded: &Embedded,
+    progress: &mut dyn FnMut(&str),
+) -> Result<DevMetrics, LearnError> {
+    let dev_set = &data.dev_set;
+    let dev_x = &embedded.tom_dev;
+    let affect_goemotions = single_metrics(
+        affect,
+        &embedded.goemotions_dev,
+        &affect_labels(&data.goemotions.dev),
+        &AFFECTS,
+    )?;
+    let tom_kind = tom_head_metrics(tom, dev_x, &dev_set.kinds)?;
+    let intensity = single_metrics(intensity, dev_x, &dev_set.intensity, &INTENSITIES)?;
+    let affect_tom_lite = single_metrics(affect, dev_x, &dev_set.affect, &AFFECTS)?;
+    progress(&format!(
+        "dev: tom_kind macro-F1 {:.3} | affect macro-F1 {:.3} (GoEmotions dev), {:.3} (ToM-lite dev) | intensity macro-F1 {:.3}",
+        tom_kind["macro_f1"].as_f64().unwrap_or(0.0),
+        affect_goemotions["macro_f1"].as_f64().unwrap_or(0.0),
+        affect_tom_lite["macro_f1"].as_f64().unwrap_or(0.0),
+        intensity["macro_f1"].as_f64().unwrap_or(0.0),
+    ));
+    Ok(DevMetrics {
+        tom_kind,
+        affect_goemotions,
+        affect_tom_lite,
+        intensity,
+    })
+}
+
+/// What the heads' card is made of.
+struct CardInputs<'a> {
+    cfg: &'a TrainConfig,
+    encoder_sha256: &'a str,
+    data: &'a TrainingData,
+    tom: &'a Head,
+    affect: &'a Head,
+    intensity: &'a Head,
+    edge_model: &'a crate::train::edges::EdgeModel,
+    sensitive: Option<&'a crate::train::sensitive::Trained>,
+    dev: DevMetrics,
+    finetuned: Option<&'a FineTunedInfo>,
+    losses: &'a EpochLosses,
+    tag_calibration: &'a TagCalibration,
+}
+
+/// The heads' card: their specs, temperatures and figures, the data and
+/// the training settings.
+fn heads_card(inputs: &CardInputs<'_>) -> Card {
+    let head_card = |head: &Head, metrics: serde_json::Value| HeadCard {
+        spec: head.spec.clone(),
+        temperature: head.temperature,
+        metrics,
+    };
+    let dev = &inputs.dev;
+    let edge_model = inputs.edge_model;
+    let heads = vec![
+        head_card(inputs.tom, dev.tom_kind.clone()),
+        head_card(
+            inputs.affect,
+            json!({"goemotions_dev": dev.affect_goemotions, "tom_lite_dev": dev.affect_tom_lite}),
+        ),
+        head_card(inputs.intensity, dev.intensity.clone()),
+        head_card(&edge_model.person, edge_model.metrics.clone()),
+    ]
+    .into_iter()
+    .chain(
+        inputs
+            .sensitive
+            .map(|t| head_card(&t.head, t.metrics.clone())),
+    )
+    .collect();
+    Card {
+        encoder_sha256: inputs.encoder_sha256.to_string(),
+        heads,
+        training_data: training_data_figures(inputs.cfg, inputs.data),
+        training: json!({
+            "adapters_sha256": inputs.finetuned.map(|f| f.sha256.clone()),
+            "finetune": inputs.finetuned.map(|f| f.summary.clone()),
+            "options": inputs.cfg.options,
+            "limit": inputs.cfg.limit,
+            "final_loss": inputs.losses.iter().rev().map(|(n, e, l)| json!({"head": n, "epoch": e, "loss": l})).take(3).collect::<Vec<_>>(),
+        }),
+        notes: json!({"command": "tomlite train"}),
+        tag_calibration: Some(inputs.tag_calibration.clone()),
+        edges: Some(edge_model.calibration.clone()),
+    }
+}
+
+/// The card's `training_data`: files, split and example counts.
+fn training_data_figures(cfg: &TrainConfig, data: &TrainingData) -> serde_json::Value {
+    json!({
+        "files": data.data_hashes,
+        "dev_split": format!("styles {} held out; records without a style: FNV-1a(id) % 100 < 15", HELD_OUT_STYLES.join(", ")),
+        "tom_lite_train_records": data.train_records.len(),
+        "tom_lite_train_examples": data.train_set.texts.len(),
+        "tom_lite_dev_records": data.dev_records.len(),
+        "goemotions_train": data.goemotions.train.len(),
+        "goemotions_train_cap": cfg.max_goemotions,
+        "goemotions_dev": data.goemotions.dev.len(),
+        "curated_examples": data.curated.texts.len(),
+        "curated_decisions": data.curated.stats,
+        "curated_from": cfg.curated.as_ref().map(|p| p.display().to_string()),
+    })
+}
+
 /// Adds `extra`'s fields to the `figures` of the adapters' card in `dir`.
 fn add_card_figures(dir: &Path, extra: serde_json::Value) -> Result<(), LearnError> {
     let path = dir.join(tomlite_models::finetune::ADAPTERS_CARD_FILE);
@@ -1124,7 +1410,7 @@ fn add_card_figures(dir: &Path, extra: serde_json::Value) -> Result<(), LearnErr
 
 fn single_metrics(
     head: &Head,
-    x: &Tensor,
+    x: &Rows,
     gold: &[usize],
     labels: &[&str],
 ) -> Result<serde_json::Value, LearnError> {
@@ -1162,7 +1448,7 @@ fn single_metrics(
 
 fn tom_head_metrics(
     head: &Head,
-    x: &Tensor,
+    x: &Rows,
     gold: &[Vec<usize>],
 ) -> Result<serde_json::Value, LearnError> {
     let logits = head.logits_rows(x)?;

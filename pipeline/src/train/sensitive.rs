@@ -4,12 +4,11 @@
 
 use std::path::PathBuf;
 
-use candle_core::{Device, Tensor};
 use serde_json::{Value, json};
-use tomlite_models::Encoder;
 use tomlite_models::data::{SensitivityRecord, read_sensitivity};
 use tomlite_models::heads::{Head, HeadSpec, Targets, TrainOptions};
 use tomlite_models::metrics::{ece, fit_temperature_softmax, softmax_t};
+use tomlite_models::{Encoder, Rows};
 
 use crate::annotate::classifier::Classifier;
 use crate::annotate::sensitive::{DEFAULT_THRESHOLD, labels, round4};
@@ -141,7 +140,7 @@ pub fn train_head(
         group.push(train.len() + k);
         is_record.push(false);
     }
-    let x = Tensor::from_vec(rows, (labels.len(), dim), &Device::Cpu)?;
+    let x = Rows::new(rows, dim)?;
     let spec = HeadSpec {
         name: "sensitive".into(),
         labels: self::labels(),
@@ -172,24 +171,7 @@ pub fn train_head(
     let oob_figures = figures(&p_oob, &gold, DEFAULT_THRESHOLD);
     // The dev styles, scored by the record vector alone (the detector's
     // full figures, rules included, come from `tomlite eval`).
-    let dev_figures = if dev.is_empty() {
-        Value::Null
-    } else {
-        let texts: Vec<&str> = dev.iter().map(|r| r.text.as_str()).collect();
-        let e = encoder.encode(&texts)?;
-        let flat: Vec<f32> = e.embeddings.concat();
-        let x = Tensor::from_vec(flat, (dev.len(), dim), &Device::Cpu)?;
-        let p: Vec<f64> = head
-            .logits_rows(&x)?
-            .iter()
-            .map(|z| 1.0 - softmax_t(z, head.temperature)[0])
-            .collect();
-        let gold: Vec<usize> = dev
-            .iter()
-            .map(|r| label_of(r, source))
-            .collect::<Result<_, _>>()?;
-        figures(&p, &gold, DEFAULT_THRESHOLD)
-    };
+    let dev_figures = dev_figures(encoder, &head, &dev, source)?;
     progress(&format!(
         "sensitive head: {} training records and {} ordinary memories ({} rows), temperature {:.3}; out of bag at P >= {DEFAULT_THRESHOLD}: recall {}, controls flagged {}; dev styles ({}): recall {}, controls flagged {}",
         train.len(),
@@ -213,6 +195,32 @@ pub fn train_head(
             "dev_record_vector_only": dev_figures,
         }),
     }))
+}
+
+/// The head's figures on the dev styles, each record scored by its own
+/// vector; `null` without dev records.
+fn dev_figures(
+    encoder: &Encoder,
+    head: &Head,
+    dev: &[&SensitivityRecord],
+    source: &str,
+) -> Result<Value, LearnError> {
+    if dev.is_empty() {
+        return Ok(Value::Null);
+    }
+    let texts: Vec<&str> = dev.iter().map(|r| r.text.as_str()).collect();
+    let encoded = encoder.encode(&texts)?;
+    let x = Rows::from_vectors(&encoded.embeddings, encoder.dim())?;
+    let p: Vec<f64> = head
+        .logits_rows(&x)?
+        .iter()
+        .map(|z| 1.0 - softmax_t(z, head.temperature)[0])
+        .collect();
+    let gold: Vec<usize> = dev
+        .iter()
+        .map(|r| label_of(r, source))
+        .collect::<Result<_, _>>()?;
+    Ok(figures(&p, &gold, DEFAULT_THRESHOLD))
 }
 
 /// Recall (overall and per category), false positives on the controls and
