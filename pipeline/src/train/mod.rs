@@ -472,6 +472,78 @@ fn finetune_examples(data: &FineTuneData<'_>) -> Vec<Example> {
     out
 }
 
+/// The heads trained with the adapters: the three ToM-lite heads, and the
+/// sensitive head when an example labels it.
+fn finetune_specs(examples: &[Example]) -> HeadSpecs {
+    let spec = |name: &str, labels: Vec<String>, multi_label: bool| HeadSpec {
+        name: name.into(),
+        labels,
+        multi_label,
+        hidden: 0,
+    };
+    let labels = |names: &[&str]| names.iter().map(|s| s.to_string()).collect();
+    HeadSpecs {
+        tom_kind: spec("tom_kind", labels(&TOM_KINDS), true),
+        affect: spec("affect", labels(&AFFECTS), false),
+        intensity: spec("intensity", labels(&INTENSITIES), false),
+        sensitive: examples
+            .iter()
+            .any(|e| e.sensitive.is_some())
+            .then(|| spec("sensitive", crate::annotate::sensitive::labels(), false)),
+    }
+}
+
+/// Per class of `n`: the mean of [`class_weights`]' per-example weights
+/// (1 for a class without examples).
+fn per_class_weights(labels: Vec<usize>, n: usize) -> Vec<f32> {
+    let weights = class_weights(&labels, n);
+    (0..n)
+        .map(|class| {
+            labels
+                .iter()
+                .zip(&weights)
+                .find(|(l, _)| **l == class)
+                .map_or(1.0, |(_, w)| *w)
+        })
+        .collect()
+}
+
+/// The models crate's fine-tuning options for `ft`: class weights of the
+/// single-label heads from the examples, checkpoints in `checkpoint_dir`.
+fn finetune_options(
+    ft: &FineTuneConfig,
+    examples: &[Example],
+    specs: &HeadSpecs,
+    checkpoint_dir: PathBuf,
+) -> FineTuneOptions {
+    let labels_of = |label: fn(&Example) -> Option<u32>| -> Vec<usize> {
+        examples
+            .iter()
+            .filter_map(|e| label(e).map(|l| l as usize))
+            .collect()
+    };
+    FineTuneOptions {
+        epochs: ft.epochs,
+        seed: ft.seed,
+        batch_size: ft.batch_size,
+        max_tokens: ft.max_tokens,
+        affect_class_weights: per_class_weights(labels_of(|e| e.affect), AFFECTS.len()),
+        intensity_class_weights: per_class_weights(labels_of(|e| e.intensity), INTENSITIES.len()),
+        sensitive_class_weights: if specs.sensitive.is_some() {
+            per_class_weights(
+                labels_of(|e| e.sensitive),
+                crate::annotate::sensitive::labels().len(),
+            )
+        } else {
+            Vec::new()
+        },
+        affect_only_per_epoch: Some(ft.goemotions),
+        checkpoint_dir: Some(checkpoint_dir),
+        resume: ft.resume,
+        ..FineTuneOptions::default()
+    }
+}
+
 /// Fine-tunes the encoder's adapters with the three heads (models crate),
 /// checkpointing each epoch into `<heads_dir>/checkpoint`, and saves the
 /// adapters and their card into the heads directory.
@@ -486,87 +558,12 @@ fn finetune(
     let tuner = FineTuner::load(&cfg.model_dir)?;
     let examples = finetune_examples(data);
     let count = |f: fn(&Example) -> bool| examples.iter().filter(|e| f(e)).count();
-    let specs = HeadSpecs {
-        tom_kind: HeadSpec {
-            name: "tom_kind".into(),
-            labels: TOM_KINDS.iter().map(|s| s.to_string()).collect(),
-            multi_label: true,
-            hidden: 0,
-        },
-        affect: HeadSpec {
-            name: "affect".into(),
-            labels: AFFECTS.iter().map(|s| s.to_string()).collect(),
-            multi_label: false,
-            hidden: 0,
-        },
-        intensity: HeadSpec {
-            name: "intensity".into(),
-            labels: INTENSITIES.iter().map(|s| s.to_string()).collect(),
-            multi_label: false,
-            hidden: 0,
-        },
-        sensitive: examples
-            .iter()
-            .any(|e| e.sensitive.is_some())
-            .then(|| HeadSpec {
-                name: "sensitive".into(),
-                labels: crate::annotate::sensitive::labels(),
-                multi_label: false,
-                hidden: 0,
-            }),
-    };
-    let class = |labels: Vec<usize>, n: usize| -> Vec<f32> {
-        // Per class: the mean of class_weights' per-example weights.
-        let w = class_weights(&labels, n);
-        (0..n)
-            .map(|c| {
-                labels
-                    .iter()
-                    .zip(&w)
-                    .find(|(l, _)| **l == c)
-                    .map_or(1.0, |(_, w)| *w)
-            })
-            .collect()
-    };
+    let specs = finetune_specs(&examples);
     let checkpoint_dir = cfg.heads_dir.join(CHECKPOINT_DIR);
     let resumable = checkpoint_dir
         .join(tomlite_models::finetune::CHECKPOINT_STATE_FILE)
         .is_file();
-    let opts = FineTuneOptions {
-        epochs: ft.epochs,
-        seed: ft.seed,
-        batch_size: ft.batch_size,
-        max_tokens: ft.max_tokens,
-        affect_class_weights: class(
-            examples
-                .iter()
-                .filter_map(|e| e.affect.map(|a| a as usize))
-                .collect(),
-            AFFECTS.len(),
-        ),
-        intensity_class_weights: class(
-            examples
-                .iter()
-                .filter_map(|e| e.intensity.map(|a| a as usize))
-                .collect(),
-            INTENSITIES.len(),
-        ),
-        sensitive_class_weights: if specs.sensitive.is_some() {
-            class(
-                examples
-                    .iter()
-                    .filter_map(|e| e.sensitive.map(|a| a as usize))
-                    .collect(),
-                crate::annotate::sensitive::labels().len(),
-            )
-        } else {
-            Vec::new()
-        },
-        affect_only_per_epoch: Some(ft.goemotions),
-        checkpoint_dir: Some(checkpoint_dir),
-        resume: ft.resume,
-        ..FineTuneOptions::default()
-    };
+    let opts = finetune_options(ft, &examples, &specs, checkpoint_dir);
     let goemotions = count(|e| e.tom_kind.is_none() && e.sensitive.is_none());
     let per_epoch = examples.len() - goemotions + ft.goemotions.min(goemotions);
     progress(&format!(
