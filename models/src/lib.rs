@@ -16,6 +16,10 @@
 //! reported, never silent. [`Encoder::sha256`] is the weights' hash, the
 //! model's identity in receipts.
 //!
+//! Callers hand the heads ([`heads`], [`bagging`]) plain `f32` [`Rows`] and
+//! labels and get logits or probabilities back; candle stays inside this
+//! crate.
+//!
 //! # Example
 //!
 //! ```no_run
