@@ -102,45 +102,12 @@ pub fn train_head(
     if train.is_empty() {
         return Ok(None);
     }
-    let texts: Vec<&str> = train.iter().map(|r| r.text.as_str()).collect();
-    let spans: Vec<Vec<(usize, usize)>> = train
-        .iter()
-        .map(|r| {
-            let q = r
-                .sensitivity
-                .quote
-                .as_deref()
-                .filter(|_| r.sensitivity.sensitive);
-            q.and_then(|q| r.text.find(q).map(|s| vec![(s, s + q.len())]))
-                .unwrap_or_default()
-        })
-        .collect();
-    let encoded = encoder.encode_with_spans(&texts, &spans)?;
-    let dim = encoder.dim();
-    let (mut rows, mut labels, mut group, mut is_record) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for (g, r) in train.iter().enumerate() {
-        let l = label_of(r, source)?;
-        rows.extend_from_slice(&encoded.embeddings[g]);
-        labels.push(l);
-        group.push(g);
-        is_record.push(true);
-        for v in encoded.spans[g].iter().flatten() {
-            rows.extend_from_slice(v);
-            labels.push(l);
-            group.push(g);
-            is_record.push(false);
-        }
-    }
-    // Weak negatives: ordinary memories ([`may_be_sensitive`] filtered),
-    // each its own group, never used for the temperature.
-    for (k, v) in encoder.encode(negatives)?.embeddings.iter().enumerate() {
-        rows.extend_from_slice(v);
-        labels.push(0);
-        group.push(train.len() + k);
-        is_record.push(false);
-    }
-    let x = Rows::new(rows, dim)?;
+    let TrainingRows {
+        x,
+        labels,
+        group,
+        is_record,
+    } = training_rows(encoder, &train, negatives, source)?;
     let spec = HeadSpec {
         name: "sensitive".into(),
         labels: self::labels(),
@@ -195,6 +162,68 @@ pub fn train_head(
             "dev_record_vector_only": dev_figures,
         }),
     }))
+}
+
+/// The sensitive head's training rows: per example its vector, its
+/// label, its group (record) and whether it is a record's own vector.
+struct TrainingRows {
+    x: Rows,
+    labels: Vec<usize>,
+    group: Vec<usize>,
+    is_record: Vec<bool>,
+}
+
+/// Each training record's vector, and for a sensitive record its quote's
+/// in-context vector, then the weak negatives: ordinary memories
+/// ([`may_be_sensitive`] filtered), each its own group, never used for
+/// the temperature.
+fn training_rows(
+    encoder: &Encoder,
+    train: &[&SensitivityRecord],
+    negatives: &[&str],
+    source: &str,
+) -> Result<TrainingRows, LearnError> {
+    let texts: Vec<&str> = train.iter().map(|r| r.text.as_str()).collect();
+    let spans: Vec<Vec<(usize, usize)>> = train
+        .iter()
+        .map(|r| {
+            let q = r
+                .sensitivity
+                .quote
+                .as_deref()
+                .filter(|_| r.sensitivity.sensitive);
+            q.and_then(|q| r.text.find(q).map(|s| vec![(s, s + q.len())]))
+                .unwrap_or_default()
+        })
+        .collect();
+    let encoded = encoder.encode_with_spans(&texts, &spans)?;
+    let (mut rows, mut labels, mut group, mut is_record) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (g, r) in train.iter().enumerate() {
+        let l = label_of(r, source)?;
+        rows.extend_from_slice(&encoded.embeddings[g]);
+        labels.push(l);
+        group.push(g);
+        is_record.push(true);
+        for v in encoded.spans[g].iter().flatten() {
+            rows.extend_from_slice(v);
+            labels.push(l);
+            group.push(g);
+            is_record.push(false);
+        }
+    }
+    for (k, v) in encoder.encode(negatives)?.embeddings.iter().enumerate() {
+        rows.extend_from_slice(v);
+        labels.push(0);
+        group.push(train.len() + k);
+        is_record.push(false);
+    }
+    Ok(TrainingRows {
+        x: Rows::new(rows, encoder.dim())?,
+        labels,
+        group,
+        is_record,
+    })
 }
 
 /// The head's figures on the dev styles, each record scored by its own
