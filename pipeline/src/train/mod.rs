@@ -642,14 +642,7 @@ pub fn train_with_steps(
 ) -> Result<Card, LearnError> {
     let data = read_training_data(cfg, progress)?;
     let finetuned = finetune_or_clear(cfg, &data, progress, steps)?;
-    let encoder = match &finetuned {
-        Some(_) => Encoder::load_with_adapters(
-            &cfg.model_dir,
-            &cfg.heads_dir.join(tomlite_models::finetune::ADAPTERS_FILE),
-            tomlite_models::EncodeOptions::default(),
-        )?,
-        None => Encoder::load(&cfg.model_dir)?,
-    };
+    let encoder = load_encoder(cfg, finetuned.is_some())?;
     let cache = cfg.cache.as_deref();
     let embedded = embed_sets(&encoder, &data, cache, progress)?;
     // The small linear heads (few hundred examples per label, unit-norm
@@ -713,7 +706,7 @@ pub fn train_with_steps(
         losses: &losses,
         tag_calibration: &tag_calibration,
     });
-    let mut heads = Heads {
+    let heads = Heads {
         tom_kind: tom,
         affect,
         intensity,
@@ -721,8 +714,28 @@ pub fn train_with_steps(
         sensitive: sensitive.map(|t| t.head),
         card,
     };
+    save_heads(cfg, heads, finetuned.is_some())
+}
+
+/// The encoder the heads read: with the adapters fine-tuning just wrote,
+/// or as downloaded.
+fn load_encoder(cfg: &TrainConfig, finetuned: bool) -> Result<Encoder, LearnError> {
+    Ok(if finetuned {
+        Encoder::load_with_adapters(
+            &cfg.model_dir,
+            &cfg.heads_dir.join(tomlite_models::finetune::ADAPTERS_FILE),
+            tomlite_models::EncodeOptions::default(),
+        )?
+    } else {
+        Encoder::load(&cfg.model_dir)?
+    })
+}
+
+/// Saves the heads into the output folder; after fine-tuning, the
+/// adapters' card also gets the heads' dev figures. Returns the card.
+fn save_heads(cfg: &TrainConfig, mut heads: Heads, finetuned: bool) -> Result<Card, LearnError> {
     heads.save(&cfg.heads_dir)?;
-    if finetuned.is_some() {
+    if finetuned {
         // The adapters' card also carries the dev figures of the heads
         // fitted on them (the card's hashes are unchanged).
         let dev: BTreeMap<&str, serde_json::Value> = heads
