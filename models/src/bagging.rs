@@ -6,6 +6,7 @@ use candle_core::Tensor;
 
 use crate::Error;
 use crate::heads::{Head, HeadSpec, Targets, TrainOptions};
+use crate::rows::HeadInput;
 
 /// Members of the bagged linear heads.
 pub const BAG_MEMBERS: usize = 9;
@@ -33,12 +34,13 @@ pub struct Bagged {
 /// record, drawn with its quotes; `on_epoch(member, epoch, loss)`.
 pub fn train_bagged(
     spec: &HeadSpec,
-    x: &Tensor,
+    x: &(impl HeadInput + ?Sized),
     targets: &Targets,
     group: &[usize],
     opts: &TrainOptions,
     mut on_epoch: impl FnMut(usize, usize, f64),
 ) -> Result<Bagged, Error> {
+    let x = &x.tensor()?;
     let groups = group.iter().copied().max().map_or(0, |g| g + 1);
     let mut rows_of: Vec<Vec<u32>> = vec![Vec::new(); groups];
     for (i, &g) in group.iter().enumerate() {

@@ -144,6 +144,35 @@ pub enum Error {
         message: String,
     },
 
+    /// Floats that do not make whole rows of the width they were given.
+    #[error("{floats} floats do not make rows of {dim}")]
+    RowsShape {
+        /// How many floats (of the data, or of the row that does not fit).
+        floats: usize,
+        /// The row width asked for.
+        dim: usize,
+    },
+
+    /// A file of embedding rows could not be read (or lacks the rows).
+    #[error("cannot read the embedding rows {}", path.display())]
+    ReadRows {
+        /// The safetensors file.
+        path: PathBuf,
+        /// The candle error.
+        #[source]
+        source: candle_core::Error,
+    },
+
+    /// A file of embedding rows could not be written.
+    #[error("cannot write the embedding rows {}", path.display())]
+    WriteRows {
+        /// The safetensors file.
+        path: PathBuf,
+        /// The candle error.
+        #[source]
+        source: candle_core::Error,
+    },
+
     /// A tensor operation of the heads failed.
     #[error("tensor operation failed")]
     Candle(#[from] candle_core::Error),

@@ -14,6 +14,7 @@ use candle_nn::{AdamW, Optimizer, ParamsAdamW};
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
+use crate::rows::HeadInput;
 
 /// How a head is shaped.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -176,8 +177,10 @@ impl Head {
         })
     }
 
-    /// Raw logits for a batch of embeddings `[n, dim]`.
-    pub fn logits(&self, x: &Tensor) -> Result<Tensor, Error> {
+    /// Raw logits for a batch of embeddings `[n, dim]` ([`crate::Rows`] or
+    /// a tensor).
+    pub fn logits(&self, x: &(impl HeadInput + ?Sized)) -> Result<Tensor, Error> {
+        let x = x.tensor()?;
         let h = x.matmul(&self.w1.t()?)?.broadcast_add(&self.b1)?;
         Ok(match &self.w2 {
             Some((w2, b2)) => h.relu()?.matmul(&w2.t()?)?.broadcast_add(b2)?,
@@ -186,12 +189,12 @@ impl Head {
     }
 
     /// [`Head::logits`] as one row of floats per embedding.
-    pub fn logits_rows(&self, x: &Tensor) -> Result<Vec<Vec<f32>>, Error> {
+    pub fn logits_rows(&self, x: &(impl HeadInput + ?Sized)) -> Result<Vec<Vec<f32>>, Error> {
         Ok(self.logits(x)?.to_vec2::<f32>()?)
     }
 
     /// Calibrated probabilities for a batch: per row, one per label.
-    pub fn probabilities(&self, x: &Tensor) -> Result<Vec<Vec<f32>>, Error> {
+    pub fn probabilities(&self, x: &(impl HeadInput + ?Sized)) -> Result<Vec<Vec<f32>>, Error> {
         let z = (self.logits(x)? / self.temperature)?;
         let p = if self.spec.multi_label {
             candle_nn::ops::sigmoid(&z)?
@@ -234,14 +237,16 @@ impl Head {
         })
     }
 
-    /// Trains a head from embeddings `x` (`[n, dim]`) and targets.
+    /// Trains a head from embeddings `x` (`[n, dim]`: [`crate::Rows`] or a
+    /// tensor) and targets.
     pub fn train(
         spec: HeadSpec,
-        x: &Tensor,
+        x: &(impl HeadInput + ?Sized),
         targets: &Targets,
         opts: &TrainOptions,
         mut on_epoch: impl FnMut(usize, f64),
     ) -> Result<Self, Error> {
+        let x = x.tensor()?;
         let (n, dim) = x.dims2()?;
         let out = spec.labels.len();
         let mut rng = Rng::new(opts.seed);

@@ -16,6 +16,10 @@
 //! reported, never silent. [`Encoder::sha256`] is the weights' hash, the
 //! model's identity in receipts.
 //!
+//! Callers hand the heads ([`heads`], [`bagging`]) plain `f32` [`Rows`] and
+//! labels and get logits or probabilities back; candle stays inside this
+//! crate.
+//!
 //! # Example
 //!
 //! ```no_run
@@ -52,6 +56,7 @@ pub mod lora;
 pub mod metrics;
 pub mod profile;
 pub mod quant;
+pub mod rows;
 pub mod simd;
 
 pub use bert::Precision;
@@ -59,6 +64,7 @@ pub use encoder::{
     CONFIG_FILE, EncodeOptions, EncodeStats, Encoded, Encoder, TOKENIZER_FILE, WEIGHTS_FILE,
 };
 pub use error::Error;
+pub use rows::{HeadInput, Rows};
 
 /// The model directory `scripts/fetch-model` fills, relative to the
 /// repository root.

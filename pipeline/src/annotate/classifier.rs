@@ -21,7 +21,7 @@ use foldhash::{HashMap, HashMapExt};
 use sha2::{Digest as _, Sha256};
 use tomlite_models::heads::Heads;
 use tomlite_models::metrics::{argmax, sigmoid_t, softmax_t};
-use tomlite_models::{EncodeStats, Encoder, Precision};
+use tomlite_models::{EncodeStats, Encoded, Encoder, Precision, Rows};
 
 use crate::annotate::sensitive_rules::Rules;
 use crate::annotate::{
@@ -270,6 +270,57 @@ fn describe(adapters: Option<&str>) -> String {
 
 fn to_f32(v: Vec<f64>) -> Vec<f32> {
     v.into_iter().map(|x| x as f32).collect()
+}
+
+/// The distinct texts of a batch, each once, with what is pooled for them.
+#[derive(Default)]
+struct DistinctTexts<'a> {
+    /// Each distinct text, in order of first occurrence.
+    texts: Vec<&'a str>,
+    /// Per batch text: the index of its distinct text.
+    text_index: Vec<usize>,
+    /// Per distinct text: its sentences (those of its first occurrence).
+    sentences: Vec<&'a [(usize, usize)]>,
+    /// Per distinct text: the sentences pooled (none for one sentence).
+    sentence_spans: Vec<Vec<(usize, usize)>>,
+    /// Per distinct text: its registry names and aliases.
+    linked: Vec<Vec<Linked>>,
+    /// Per distinct text: its person-like candidates.
+    candidates: Vec<Vec<Candidate>>,
+    /// Per distinct text: every span pooled, sentences then candidates.
+    pooled: Vec<Vec<(usize, usize)>>,
+}
+
+/// The heads on each distinct text's embedding.
+struct RecordScores {
+    tom_logits: Vec<Vec<f32>>,
+    affect_logits: Vec<Vec<f32>>,
+    intensity_logits: Vec<Vec<f32>>,
+    /// Calibrated probabilities.
+    tom_kind: Vec<Vec<f32>>,
+    affect: Vec<Vec<f32>>,
+    intensity: Vec<Vec<f32>>,
+    /// The sensitive head's calibrated distribution (empty without it).
+    sensitive: Vec<Vec<f32>>,
+}
+
+/// The heads on each pooled sentence.
+struct SentenceScores {
+    /// Per distinct text: the rows of its sentences.
+    rows: Vec<Vec<usize>>,
+    /// Per row: tom_kind logits.
+    tom_logits: Vec<Vec<f32>>,
+    /// Per row: P(sensitive) (empty without the sensitive head).
+    sensitive: Vec<f32>,
+}
+
+/// What one encoder pass gave for the distinct texts of a batch.
+struct PassScores {
+    encoded: Encoded,
+    record: RecordScores,
+    sentences: SentenceScores,
+    /// Per distinct text: P(person) of each candidate.
+    person: Vec<Vec<f32>>,
 }
 
 impl Classifier {
@@ -535,254 +586,349 @@ impl Classifier {
     /// [`Classifier::score`] without the cache.
     fn score_uncached(&mut self, texts: &[&str]) -> Result<Vec<Scores>, tomlite_models::Error> {
         let spans: Vec<Vec<(usize, usize)>> = texts.iter().map(|t| sentences(t)).collect();
-        // Every distinct text once.
+        let batch = self.distinct_texts(texts, &spans);
+        let encoded = self
+            .encoder
+            .encode_with_spans(&batch.texts, &batch.pooled)?;
+        self.account(&encoded.stats, texts.len() - batch.texts.len());
+        let late = self.encode_late_sentences(&batch, &encoded)?;
+        let pass = PassScores {
+            record: self.record_scores(&encoded)?,
+            sentences: self.sentence_scores(&batch, &encoded, &late)?,
+            person: self.person_probabilities(&batch, &encoded)?,
+            encoded,
+        };
+        Ok(batch
+            .text_index
+            .iter()
+            .zip(&spans)
+            .map(|(&distinct, text_sentences)| {
+                self.scores_of(&batch, &pass, distinct, text_sentences)
+            })
+            .collect())
+    }
+
+    /// Every distinct text of `texts` once, with its sentences, registry
+    /// names and person-like candidates, and the spans to pool for them.
+    fn distinct_texts<'a>(
+        &self,
+        texts: &[&'a str],
+        spans: &'a [Vec<(usize, usize)>],
+    ) -> DistinctTexts<'a> {
         let mut index: HashMap<&str, usize> = HashMap::new();
-        let mut unique: Vec<&str> = Vec::new();
-        let mut unique_spans: Vec<Vec<(usize, usize)>> = Vec::new();
-        // Per distinct text: its sentences (those of its first occurrence).
-        let mut unique_sentences: Vec<&[(usize, usize)]> = Vec::new();
-        let mut text_ix = Vec::with_capacity(texts.len());
-        for (t, sp) in texts.iter().zip(&spans) {
-            text_ix.push(*index.entry(t).or_insert_with(|| {
-                unique.push(t);
-                unique_sentences.push(sp);
+        let mut batch = DistinctTexts::default();
+        for (&text, text_sentences) in texts.iter().zip(spans) {
+            let distinct = *index.entry(text).or_insert_with(|| {
+                batch.texts.push(text);
+                batch.sentences.push(text_sentences);
                 // A one-sentence text is its own quote: nothing to pool.
-                unique_spans.push(if sp.len() > 1 { sp.clone() } else { Vec::new() });
-                unique.len() - 1
-            }));
+                batch.sentence_spans.push(if text_sentences.len() > 1 {
+                    text_sentences.clone()
+                } else {
+                    Vec::new()
+                });
+                batch.texts.len() - 1
+            });
+            batch.text_index.push(distinct);
         }
         // Mentions: registry names, then person-like candidates around them,
         // pooled from the same pass as the sentences.
-        let mut linked: Vec<Vec<Linked>> = Vec::with_capacity(unique.len());
-        let mut cands: Vec<Vec<Candidate>> = Vec::with_capacity(unique.len());
-        let mut pooled = unique_spans.clone();
-        for (u, t) in unique.iter().enumerate() {
-            let l = self.linker.as_ref().map(|k| k.link(t)).unwrap_or_default();
-            let c = if self.heads.person.is_some() {
-                let taken: Vec<(usize, usize)> = l.iter().map(|m| (m.start, m.end)).collect();
-                candidates(t, unique_sentences[u], &taken)
+        batch.pooled = batch.sentence_spans.clone();
+        for (distinct, text) in batch.texts.iter().enumerate() {
+            let linked = self
+                .linker
+                .as_ref()
+                .map(|linker| linker.link(text))
+                .unwrap_or_default();
+            let found = if self.heads.person.is_some() {
+                let taken: Vec<(usize, usize)> = linked.iter().map(|m| (m.start, m.end)).collect();
+                candidates(text, batch.sentences[distinct], &taken)
             } else {
                 Vec::new()
             };
-            pooled[u].extend(c.iter().map(|c| (c.start, c.end)));
-            linked.push(l);
-            cands.push(c);
+            batch.pooled[distinct].extend(found.iter().map(|c| (c.start, c.end)));
+            batch.linked.push(linked);
+            batch.candidates.push(found);
         }
-        let encoded = self.encoder.encode_with_spans(&unique, &pooled)?;
-        self.account(&encoded.stats, texts.len() - unique.len());
+        batch
+    }
 
-        // Sentences outside the window: encode them on their own.
+    /// Vectors of the sentences the text's pass could not pool (outside
+    /// the encoder's window), each encoded on its own, by (distinct text,
+    /// sentence). Each distinct sentence is encoded once per run: long
+    /// templated texts share them.
+    fn encode_late_sentences(
+        &mut self,
+        batch: &DistinctTexts<'_>,
+        encoded: &Encoded,
+    ) -> Result<HashMap<(usize, usize), Vec<f32>>, tomlite_models::Error> {
         let mut late: Vec<&str> = Vec::new();
-        let mut late_ix: Vec<(usize, usize)> = Vec::new();
-        for (u, vectors) in encoded.spans.iter().enumerate() {
-            for (k, v) in vectors.iter().enumerate().take(unique_spans[u].len()) {
+        let mut late_at: Vec<(usize, usize)> = Vec::new();
+        for (distinct, vectors) in encoded.spans.iter().enumerate() {
+            let sentence_spans = &batch.sentence_spans[distinct];
+            for (k, v) in vectors.iter().enumerate().take(sentence_spans.len()) {
                 if v.is_none() {
-                    let (s, e) = unique_spans[u][k];
-                    late.push(&unique[u][s..e]);
-                    late_ix.push((u, k));
+                    let (start, end) = sentence_spans[k];
+                    late.push(&batch.texts[distinct][start..end]);
+                    late_at.push((distinct, k));
                 }
             }
         }
-        // Each distinct sentence once per run: long templated texts share them.
         let late_keys: Vec<TextKey> = late.iter().map(|t| text_key(t)).collect();
         let mut late_vectors: Vec<Option<Vec<f32>>> = late_keys
             .iter()
-            .map(|k| self.sentence_cache.get(k).cloned())
+            .map(|key| self.sentence_cache.get(key).cloned())
             .collect();
         let mut todo: Vec<&str> = Vec::new();
-        let mut todo_ix: HashMap<TextKey, usize> = HashMap::new();
+        let mut todo_at: HashMap<TextKey, usize> = HashMap::new();
         for (k, (key, v)) in late_keys.iter().zip(&late_vectors).enumerate() {
-            if v.is_none() && !todo_ix.contains_key(key) {
-                todo_ix.insert(*key, todo.len());
+            if v.is_none() && !todo_at.contains_key(key) {
+                todo_at.insert(*key, todo.len());
                 todo.push(late[k]);
             }
         }
         self.stats.texts_cached += (late.len() - todo.len()) as u64;
         if !todo.is_empty() {
-            let e = self.encoder.encode(&todo)?;
-            self.account(&e.stats, 0);
-            for (key, &i) in &todo_ix {
-                self.sentence_cache.insert(*key, e.embeddings[i].clone());
+            let fresh = self.encoder.encode(&todo)?;
+            self.account(&fresh.stats, 0);
+            for (key, &i) in &todo_at {
+                self.sentence_cache
+                    .insert(*key, fresh.embeddings[i].clone());
             }
             for (key, v) in late_keys.iter().zip(late_vectors.iter_mut()) {
                 if v.is_none() {
-                    *v = Some(e.embeddings[todo_ix[key]].clone());
+                    *v = Some(fresh.embeddings[todo_at[key]].clone());
                 }
             }
         }
-        let late_vectors: Vec<Vec<f32>> = late_vectors.into_iter().flatten().collect();
+        Ok(late_at
+            .into_iter()
+            .zip(late_vectors.into_iter().flatten())
+            .collect())
+    }
 
-        let dim = self.encoder.dim();
-        let flat: Vec<f32> = encoded.embeddings.iter().flatten().copied().collect();
-        let x = candle_core::Tensor::from_vec(flat, (unique.len(), dim), &candle_core::Device::Cpu)
-            .map_err(tomlite_models::Error::from)?;
-        let tom_logits = self.heads.tom_kind.logits_rows(&x)?;
-        let aff_logits = self.heads.affect.logits_rows(&x)?;
-        let int_logits = self.heads.intensity.logits_rows(&x)?;
-        let sens_logits = match &self.heads.sensitive {
-            Some(head) => head.logits_rows(&x)?,
-            None => Vec::new(),
-        };
-
-        // tom_kind logits of every pooled sentence, in (text, sentence) order.
-        let mut sentence_rows: Vec<Vec<usize>> = vec![Vec::new(); unique.len()];
-        let mut flat_sent: Vec<f32> = Vec::new();
-        let mut n_sent = 0usize;
-        let late_map: HashMap<(usize, usize), &Vec<f32>> =
-            late_ix.iter().copied().zip(&late_vectors).collect();
-        let zero = vec![0f32; dim];
-        for (u, vectors) in encoded.spans.iter().enumerate() {
-            for (k, v) in vectors.iter().enumerate().take(unique_spans[u].len()) {
-                let v = v
-                    .as_ref()
-                    .or_else(|| late_map.get(&(u, k)).copied())
-                    .unwrap_or(&zero);
-                flat_sent.extend_from_slice(v);
-                sentence_rows[u].push(n_sent);
-                n_sent += 1;
-            }
-        }
-        let (sent_logits, sent_sensitive) = if n_sent == 0 {
-            (Vec::new(), Vec::new())
-        } else {
-            let xs =
-                candle_core::Tensor::from_vec(flat_sent, (n_sent, dim), &candle_core::Device::Cpu)
-                    .map_err(tomlite_models::Error::from)?;
-            let sensitive: Vec<f32> = match &self.heads.sensitive {
-                Some(head) => head
-                    .logits_rows(&xs)?
-                    .iter()
-                    .map(|z| (1.0 - softmax_t(z, head.temperature)[0]) as f32)
-                    .collect(),
-                None => Vec::new(),
-            };
-            (self.heads.tom_kind.logits_rows(&xs)?, sensitive)
-        };
-        let sensitive: Vec<Vec<f32>> = match &self.heads.sensitive {
-            Some(head) => sens_logits
+    /// The heads on each distinct text's embedding: logits and calibrated
+    /// probabilities.
+    fn record_scores(&self, encoded: &Encoded) -> Result<RecordScores, tomlite_models::Error> {
+        let x = Rows::from_vectors(&encoded.embeddings, self.encoder.dim())?;
+        let heads = &self.heads;
+        let tom_logits = heads.tom_kind.logits_rows(&x)?;
+        let affect_logits = heads.affect.logits_rows(&x)?;
+        let intensity_logits = heads.intensity.logits_rows(&x)?;
+        let sensitive = match &heads.sensitive {
+            Some(head) => head
+                .logits_rows(&x)?
                 .iter()
                 .map(|z| to_f32(softmax_t(z, head.temperature)))
                 .collect(),
-            None => vec![Vec::new(); unique.len()],
+            None => vec![Vec::new(); encoded.embeddings.len()],
         };
-        let (tt, at, it) = (
-            self.heads.tom_kind.temperature,
-            self.heads.affect.temperature,
-            self.heads.intensity.temperature,
-        );
-        let tom: Vec<Vec<f32>> = tom_logits
-            .iter()
-            .map(|z| z.iter().map(|&v| sigmoid_t(v, tt) as f32).collect())
-            .collect();
-        let affect: Vec<Vec<f32>> = aff_logits
-            .iter()
-            .map(|z| to_f32(softmax_t(z, at)))
-            .collect();
-        let intensity: Vec<Vec<f32>> = int_logits
-            .iter()
-            .map(|z| to_f32(softmax_t(z, it)))
-            .collect();
-        // P(person) of every candidate: its words in context and its shape.
-        let mut person_p: Vec<Vec<f32>> = vec![Vec::new(); unique.len()];
-        if let Some(head) = &self.heads.person {
-            let mut rows: Vec<f32> = Vec::new();
-            let mut n = 0usize;
-            for (u, c) in cands.iter().enumerate() {
-                let vectors = encoded.spans.get(u).map_or(&[][..], |v| &v[..]);
-                for (k, cand) in c.iter().enumerate() {
-                    match vectors
-                        .get(unique_spans[u].len() + k)
-                        .and_then(Option::as_ref)
-                    {
-                        Some(v) => rows.extend_from_slice(v),
-                        None => rows.extend(std::iter::repeat_n(0f32, dim)),
-                    }
-                    rows.extend_from_slice(&cand.features());
-                    n += 1;
-                }
-            }
-            if n > 0 {
-                let x = candle_core::Tensor::from_vec(
-                    rows,
-                    (n, dim + CANDIDATE_FEATURES),
-                    &candle_core::Device::Cpu,
-                )
-                .map_err(tomlite_models::Error::from)?;
-                let z = head.logits_rows(&x)?;
-                let mut it = z.into_iter();
-                for (u, c) in cands.iter().enumerate() {
-                    for _ in c {
-                        let zi = it.next().map_or(0.0, |r| r[0]);
-                        person_p[u].push(sigmoid_t(zi, head.temperature) as f32);
-                    }
-                }
+        let tom_temperature = heads.tom_kind.temperature;
+        let softmax = |logits: &[Vec<f32>], temperature: f64| -> Vec<Vec<f32>> {
+            logits
+                .iter()
+                .map(|z| to_f32(softmax_t(z, temperature)))
+                .collect()
+        };
+        Ok(RecordScores {
+            tom_kind: tom_logits
+                .iter()
+                .map(|z| {
+                    z.iter()
+                        .map(|&v| sigmoid_t(v, tom_temperature) as f32)
+                        .collect()
+                })
+                .collect(),
+            affect: softmax(&affect_logits, heads.affect.temperature),
+            intensity: softmax(&intensity_logits, heads.intensity.temperature),
+            tom_logits,
+            affect_logits,
+            intensity_logits,
+            sensitive,
+        })
+    }
+
+    /// tom_kind logits and P(sensitive) of every pooled sentence, in
+    /// (text, sentence) order; a sentence without a vector reads zeros.
+    fn sentence_scores(
+        &self,
+        batch: &DistinctTexts<'_>,
+        encoded: &Encoded,
+        late: &HashMap<(usize, usize), Vec<f32>>,
+    ) -> Result<SentenceScores, tomlite_models::Error> {
+        let dim = self.encoder.dim();
+        let mut rows: Vec<Vec<usize>> = vec![Vec::new(); batch.texts.len()];
+        let mut flat: Vec<f32> = Vec::new();
+        let mut count = 0usize;
+        let zero = vec![0f32; dim];
+        for (distinct, vectors) in encoded.spans.iter().enumerate() {
+            let sentences = batch.sentence_spans[distinct].len();
+            for (k, v) in vectors.iter().enumerate().take(sentences) {
+                let v = v
+                    .as_ref()
+                    .or_else(|| late.get(&(distinct, k)))
+                    .unwrap_or(&zero);
+                flat.extend_from_slice(v);
+                rows[distinct].push(count);
+                count += 1;
             }
         }
-        let kinds = self.heads.tom_kind.spec.labels.len();
-        Ok(text_ix
-            .iter()
-            .zip(&spans)
-            .map(|(&ti, sp)| {
-                let rows = &sentence_rows[ti];
-                let quotes = (0..kinds)
-                    .map(|k| {
-                        if rows.is_empty() {
-                            // One sentence (or none): it is the quote.
-                            return sp.first().copied().unwrap_or((0, 0));
-                        }
-                        rows.iter()
-                            .zip(&unique_spans[ti])
-                            .max_by(|a, b| sent_logits[*a.0][k].total_cmp(&sent_logits[*b.0][k]))
-                            .map_or((0, 0), |(_, &span)| span)
-                    })
-                    .collect();
-                let sentence_kinds = if rows.is_empty() {
-                    sp.iter().map(|_| argmax(&tom[ti])).collect()
-                } else {
-                    rows.iter()
-                        .map(|&r| {
-                            let p: Vec<f32> = sent_logits[r]
-                                .iter()
-                                .map(|&v| sigmoid_t(v, tt) as f32)
-                                .collect();
-                            argmax(&p)
-                        })
-                        .collect()
-                };
-                Scores {
-                    embedding: encoded.embeddings[ti].clone(),
-                    sentences: sp.clone(),
-                    sentence_kinds,
-                    linked: linked[ti].clone(),
-                    unknown: cands[ti]
-                        .iter()
-                        .cloned()
-                        .zip(person_p[ti].iter().copied())
-                        .collect(),
-                    logits: [
-                        tom_logits[ti].clone(),
-                        aff_logits[ti].clone(),
-                        int_logits[ti].clone(),
-                    ],
-                    truncated: encoded.stats.truncated.contains(&ti),
-                    tom_kind: tom[ti].clone(),
-                    affect: affect[ti].clone(),
-                    intensity: intensity[ti].clone(),
-                    quotes,
-                    sentence_sensitive: if sensitive[ti].is_empty() {
-                        Vec::new()
-                    } else if rows.is_empty() {
-                        // One sentence: the record's own P(sensitive).
-                        vec![1.0 - sensitive[ti][0]; sp.len().min(1)]
-                    } else {
-                        rows.iter()
-                            .map(|&r| sent_sensitive.get(r).copied().unwrap_or(0.0))
-                            .collect()
-                    },
-                    sensitive: sensitive[ti].clone(),
+        if count == 0 {
+            return Ok(SentenceScores {
+                rows,
+                tom_logits: Vec::new(),
+                sensitive: Vec::new(),
+            });
+        }
+        let x = Rows::new(flat, dim)?;
+        let sensitive: Vec<f32> = match &self.heads.sensitive {
+            Some(head) => head
+                .logits_rows(&x)?
+                .iter()
+                .map(|z| (1.0 - softmax_t(z, head.temperature)[0]) as f32)
+                .collect(),
+            None => Vec::new(),
+        };
+        Ok(SentenceScores {
+            rows,
+            tom_logits: self.heads.tom_kind.logits_rows(&x)?,
+            sensitive,
+        })
+    }
+
+    /// P(person) of every candidate, per distinct text: its words in
+    /// context and its shape. Empty without a person head.
+    fn person_probabilities(
+        &self,
+        batch: &DistinctTexts<'_>,
+        encoded: &Encoded,
+    ) -> Result<Vec<Vec<f32>>, tomlite_models::Error> {
+        let mut person_p: Vec<Vec<f32>> = vec![Vec::new(); batch.texts.len()];
+        let Some(head) = &self.heads.person else {
+            return Ok(person_p);
+        };
+        let dim = self.encoder.dim();
+        let mut rows: Vec<f32> = Vec::new();
+        for (distinct, found) in batch.candidates.iter().enumerate() {
+            let vectors = encoded.spans.get(distinct).map_or(&[][..], |v| &v[..]);
+            let first = batch.sentence_spans[distinct].len();
+            for (k, candidate) in found.iter().enumerate() {
+                match vectors.get(first + k).and_then(Option::as_ref) {
+                    Some(v) => rows.extend_from_slice(v),
+                    None => rows.extend(std::iter::repeat_n(0f32, dim)),
                 }
+                rows.extend_from_slice(&candidate.features());
+            }
+        }
+        if rows.is_empty() {
+            return Ok(person_p);
+        }
+        let logits = head.logits_rows(&Rows::new(rows, dim + CANDIDATE_FEATURES)?)?;
+        let mut logits = logits.into_iter();
+        for (distinct, found) in batch.candidates.iter().enumerate() {
+            for _ in found {
+                let z = logits.next().map_or(0.0, |row| row[0]);
+                person_p[distinct].push(sigmoid_t(z, head.temperature) as f32);
+            }
+        }
+        Ok(person_p)
+    }
+
+    /// The scores of one text (`distinct` in the batch; its sentences
+    /// `text_sentences`) from what the pass computed.
+    fn scores_of(
+        &self,
+        batch: &DistinctTexts<'_>,
+        pass: &PassScores,
+        distinct: usize,
+        text_sentences: &[(usize, usize)],
+    ) -> Scores {
+        let rows = &pass.sentences.rows[distinct];
+        let record = &pass.record;
+        let sensitive = &record.sensitive[distinct];
+        Scores {
+            embedding: pass.encoded.embeddings[distinct].clone(),
+            sentences: text_sentences.to_vec(),
+            sentence_kinds: self.sentence_kinds(pass, distinct, text_sentences),
+            linked: batch.linked[distinct].clone(),
+            unknown: batch.candidates[distinct]
+                .iter()
+                .cloned()
+                .zip(pass.person[distinct].iter().copied())
+                .collect(),
+            logits: [
+                record.tom_logits[distinct].clone(),
+                record.affect_logits[distinct].clone(),
+                record.intensity_logits[distinct].clone(),
+            ],
+            truncated: pass.encoded.stats.truncated.contains(&distinct),
+            tom_kind: record.tom_kind[distinct].clone(),
+            affect: record.affect[distinct].clone(),
+            intensity: record.intensity[distinct].clone(),
+            quotes: self.quotes(batch, pass, distinct, text_sentences),
+            sentence_sensitive: if sensitive.is_empty() {
+                Vec::new()
+            } else if rows.is_empty() {
+                // One sentence: the record's own P(sensitive).
+                vec![1.0 - sensitive[0]; text_sentences.len().min(1)]
+            } else {
+                rows.iter()
+                    .map(|&r| pass.sentences.sensitive.get(r).copied().unwrap_or(0.0))
+                    .collect()
+            },
+            sensitive: sensitive.clone(),
+        }
+    }
+
+    /// Per tom_kind, the sentence whose logit of that kind is highest; a
+    /// text of one sentence (or none) is its own quote.
+    fn quotes(
+        &self,
+        batch: &DistinctTexts<'_>,
+        pass: &PassScores,
+        distinct: usize,
+        text_sentences: &[(usize, usize)],
+    ) -> Vec<(usize, usize)> {
+        let rows = &pass.sentences.rows[distinct];
+        let logits = &pass.sentences.tom_logits;
+        (0..self.heads.tom_kind.spec.labels.len())
+            .map(|kind| {
+                if rows.is_empty() {
+                    return text_sentences.first().copied().unwrap_or((0, 0));
+                }
+                rows.iter()
+                    .zip(&batch.sentence_spans[distinct])
+                    .max_by(|a, b| logits[*a.0][kind].total_cmp(&logits[*b.0][kind]))
+                    .map_or((0, 0), |(_, &span)| span)
             })
-            .collect())
+            .collect()
+    }
+
+    /// Per sentence of the text, its most likely tom_kind (the text's own
+    /// for a text of one sentence).
+    fn sentence_kinds(
+        &self,
+        pass: &PassScores,
+        distinct: usize,
+        text_sentences: &[(usize, usize)],
+    ) -> Vec<(usize, f32)> {
+        let rows = &pass.sentences.rows[distinct];
+        if rows.is_empty() {
+            return text_sentences
+                .iter()
+                .map(|_| argmax(&pass.record.tom_kind[distinct]))
+                .collect();
+        }
+        let temperature = self.heads.tom_kind.temperature;
+        rows.iter()
+            .map(|&r| {
+                let p: Vec<f32> = pass.sentences.tom_logits[r]
+                    .iter()
+                    .map(|&v| sigmoid_t(v, temperature) as f32)
+                    .collect();
+                argmax(&p)
+            })
+            .collect()
     }
 
     fn account(&mut self, s: &EncodeStats, deduplicated: usize) {

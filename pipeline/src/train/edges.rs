@@ -6,14 +6,13 @@
 
 use std::path::Path;
 
-use candle_core::{Device, Tensor};
 use serde_json::json;
-use tomlite_models::Encoder;
 use tomlite_models::data::LabeledRecord;
 use tomlite_models::heads::{Head, HeadSpec, Targets, TrainOptions};
 use tomlite_models::metrics::{
     EdgeCalibration, TagCalibration, fit_logistic_ridge, fit_temperature_sigmoid, logit, sigmoid_t,
 };
+use tomlite_models::{Encoder, Rows};
 
 use crate::graph::mentions::{CANDIDATE_FEATURES, Candidate, Linker, candidates, fold};
 use crate::graph::nodes::Registry;
@@ -47,7 +46,7 @@ pub struct EdgeTraining<'a> {
     /// Every labeled record with its embedding row (memory links' pool).
     pub pool: &'a [LabeledRecord],
     /// Embeddings of `pool`, `[n, dim]`.
-    pub pool_x: &'a Tensor,
+    pub pool_x: &'a Rows,
     /// The training registry.
     pub registry: Option<&'a Registry>,
     /// The tom_kind head (its temperature set).
@@ -81,6 +80,58 @@ struct Pooled {
     candidate_vectors: Vec<Vec<f32>>,
 }
 
+/// One record's sentences and candidates, and the spans pooled for them:
+/// the sentences (none for a one-sentence text), then the candidates.
+struct RecordSpans {
+    sentences: Vec<(usize, usize)>,
+    candidates: Vec<Candidate>,
+    pooled: Vec<(usize, usize)>,
+}
+
+fn record_spans(records: &[LabeledRecord]) -> Vec<RecordSpans> {
+    records
+        .iter()
+        .map(|r| {
+            let sentences = sentences(&r.text);
+            let candidates = candidates(&r.text, &sentences, &[]);
+            let mut pooled: Vec<(usize, usize)> = if sentences.len() > 1 {
+                sentences.clone()
+            } else {
+                Vec::new()
+            };
+            pooled.extend(candidates.iter().map(|c| (c.start, c.end)));
+            RecordSpans {
+                sentences,
+                candidates,
+                pooled,
+            }
+        })
+        .collect()
+}
+
+/// The cache key of the records' span vectors: sha256 of the encoder (and
+/// its adapters), the texts and the spans.
+fn pooled_key(encoder: &Encoder, records: &[LabeledRecord], spans: &[RecordSpans]) -> String {
+    use sha2::{Digest as _, Sha256};
+    let mut h = Sha256::new();
+    h.update(b"pooled-v1");
+    h.update(encoder.sha256().as_bytes());
+    // A fine-tuned encoder embeds differently: its own cache entries.
+    if let Some(a) = encoder.adapters_sha256() {
+        h.update(b"lora");
+        h.update(a.as_bytes());
+    }
+    for (r, s) in records.iter().zip(spans) {
+        h.update((r.text.len() as u64).to_le_bytes());
+        h.update(r.text.as_bytes());
+        for &(start, end) in &s.pooled {
+            h.update((start as u64).to_le_bytes());
+            h.update((end as u64).to_le_bytes());
+        }
+    }
+    hex::encode(h.finalize())
+}
+
 fn encode_pooled(
     encoder: &Encoder,
     records: &[LabeledRecord],
@@ -88,94 +139,79 @@ fn encode_pooled(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<Pooled>, LearnError> {
     let dim = encoder.dim();
-    let mut spans = Vec::with_capacity(records.len());
-    let mut meta = Vec::with_capacity(records.len());
-    for r in records {
-        let sp = sentences(&r.text);
-        let c = candidates(&r.text, &sp, &[]);
-        let mut s: Vec<(usize, usize)> = if sp.len() > 1 { sp.clone() } else { Vec::new() };
-        s.extend(c.iter().map(|c| (c.start, c.end)));
-        spans.push(s);
-        meta.push((sp, c));
-    }
-    let key = {
-        use sha2::{Digest as _, Sha256};
-        let mut h = Sha256::new();
-        h.update(b"pooled-v1");
-        h.update(encoder.sha256().as_bytes());
-        // A fine-tuned encoder embeds differently: its own cache entries.
-        if let Some(a) = encoder.adapters_sha256() {
-            h.update(b"lora");
-            h.update(a.as_bytes());
-        }
-        for (r, s) in records.iter().zip(&spans) {
-            h.update((r.text.len() as u64).to_le_bytes());
-            h.update(r.text.as_bytes());
-            for &(a, b) in s {
-                h.update((a as u64).to_le_bytes());
-                h.update((b as u64).to_le_bytes());
-            }
-        }
-        hex::encode(h.finalize())
-    };
-    let total: usize = spans.iter().map(Vec::len).sum();
-    let file = cache.map(|c| c.join(format!("{key}.safetensors")));
-    let mut flat: Option<Vec<f32>> = None;
-    if let Some(f) = &file
-        && let Ok(mut m) = candle_core::safetensors::load(f, &Device::Cpu)
-        && let Some(t) = m.remove("spans")
-        && t.dims2().ok() == Some((total, dim))
-    {
-        progress(&format!(
-            "embedding training mentions: {total} spans read from the cache"
-        ));
-        flat = Some(t.flatten_all()?.to_vec1::<f32>()?);
-    }
-    let flat = match flat {
-        Some(f) => f,
-        None => {
-            let started = std::time::Instant::now();
-            let texts: Vec<&str> = records.iter().map(|r| r.text.as_str()).collect();
-            let e = encoder.encode_with_spans(&texts, &spans)?;
-            let mut f = Vec::with_capacity(total * dim);
-            for v in e.spans.iter().flatten() {
-                match v {
-                    Some(v) => f.extend_from_slice(v),
-                    None => f.extend(std::iter::repeat_n(0f32, dim)),
-                }
-            }
+    let spans = record_spans(records);
+    let total: usize = spans.iter().map(|s| s.pooled.len()).sum();
+    let file = cache.map(|c| {
+        c.join(format!(
+            "{}.safetensors",
+            pooled_key(encoder, records, &spans)
+        ))
+    });
+    let cached = file
+        .as_deref()
+        .and_then(|f| Rows::read_safetensors(f, "spans").ok())
+        .filter(|rows| (rows.len(), rows.dim()) == (total, dim));
+    let vectors = match cached {
+        Some(rows) => {
             progress(&format!(
-                "embedding training mentions: {} texts, {total} spans in {:.0}s",
-                texts.len(),
-                started.elapsed().as_secs_f64()
+                "embedding training mentions: {total} spans read from the cache"
             ));
-            if let (Some(f_path), Some(c)) = (&file, cache)
+            rows
+        }
+        None => {
+            let rows = encode_spans(encoder, records, &spans, progress)?;
+            if let (Some(f), Some(c)) = (&file, cache)
                 && std::fs::create_dir_all(c).is_ok()
             {
-                let mut m = std::collections::HashMap::new();
-                m.insert(
-                    "spans".to_string(),
-                    Tensor::from_vec(f.clone(), (total, dim), &Device::Cpu)?,
-                );
-                let _ = candle_core::safetensors::save(&m, f_path);
+                // The cache is an optimisation: failing to write it is not an error.
+                let _ = rows.write_safetensors(f, "spans");
             }
-            f
+            rows
         }
     };
     let mut out = Vec::with_capacity(records.len());
-    let mut at = 0usize;
-    for ((sp, c), s) in meta.into_iter().zip(&spans) {
-        let n_sent = s.len() - c.len();
-        let row = |i: usize| flat[(at + i) * dim..(at + i + 1) * dim].to_vec();
+    let mut next_row = 0usize;
+    for s in spans {
+        let n_sentences = s.pooled.len() - s.candidates.len();
+        let row = |i: usize| vectors.row(next_row + i).to_vec();
         out.push(Pooled {
-            sentence_vectors: (0..n_sent).map(row).collect(),
-            candidate_vectors: (n_sent..s.len()).map(row).collect(),
-            sentences: sp,
-            candidates: c,
+            sentence_vectors: (0..n_sentences).map(row).collect(),
+            candidate_vectors: (n_sentences..s.pooled.len()).map(row).collect(),
+            sentences: s.sentences,
+            candidates: s.candidates,
         });
-        at += s.len();
+        next_row += s.pooled.len();
     }
     Ok(out)
+}
+
+/// Every record's pooled span vectors, record after record (zeros for a
+/// span the encoder could not pool).
+fn encode_spans(
+    encoder: &Encoder,
+    records: &[LabeledRecord],
+    spans: &[RecordSpans],
+    progress: &mut dyn FnMut(&str),
+) -> Result<Rows, LearnError> {
+    let dim = encoder.dim();
+    let started = std::time::Instant::now();
+    let texts: Vec<&str> = records.iter().map(|r| r.text.as_str()).collect();
+    let pooled: Vec<Vec<(usize, usize)>> = spans.iter().map(|s| s.pooled.clone()).collect();
+    let encoded = encoder.encode_with_spans(&texts, &pooled)?;
+    let total: usize = pooled.iter().map(Vec::len).sum();
+    let mut flat = Vec::with_capacity(total * dim);
+    for v in encoded.spans.iter().flatten() {
+        match v {
+            Some(v) => flat.extend_from_slice(v),
+            None => flat.extend(std::iter::repeat_n(0f32, dim)),
+        }
+    }
+    progress(&format!(
+        "embedding training mentions: {} texts, {total} spans in {:.0}s",
+        texts.len(),
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(Rows::new(flat, dim)?)
 }
 
 /// Byte ranges of every occurrence of `name` in `text` as a whole word.
@@ -220,14 +256,64 @@ pub fn train_edges(
     opts: &TrainOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<EdgeModel, LearnError> {
-    let dim = t.encoder.dim();
     let pooled = encode_pooled(t.encoder, t.records, t.cache, progress)?;
+    let person = train_person_head(t, &pooled, opts, progress)?;
+    let sentence_kinds = sentence_kinds(t, &pooled)?;
+    let registry = registry_links(t, &pooled, &sentence_kinds, progress);
+    let memory = memory_links(t, progress);
+    let calibration = EdgeCalibration {
+        link_exact_case: registry.link_exact_case,
+        link_other_case: registry.link_other_case,
+        mention: registry.mention,
+        n_mentions: registry.n_mentions,
+        person_min: person.person_min,
+        memory_cosine: memory.cosine,
+        memory_min_cosine: memory.min_cosine,
+        memory: memory.combined,
+        n_memory: memory.queries,
+    };
+    let metrics = json!({
+        "person": {"candidates": person.candidates, "people": person.people,
+                   "person_min": person.person_min, "oob_precision": person.oob_precision,
+                   "oob_recall": person.oob_recall},
+        "registry_links": {"matches_exact_case": registry.matches_exact_case,
+                           "matches_other_case": registry.matches_other_case},
+        "memory_links": {"queries": memory.queries, "nearest_is_gold": memory.nearest_is_gold,
+                         "proposed": memory.proposed, "proposed_right": memory.proposed_right},
+    });
+    Ok(EdgeModel {
+        person: person.head,
+        calibration,
+        metrics,
+    })
+}
 
-    // 1. The person head: candidate spans read in context, plus their shape.
+/// The person head and its out-of-bag figures.
+struct PersonHead {
+    head: Head,
+    /// The lowest P(person) whose out-of-bag precision reaches
+    /// [`PERSON_PRECISION`].
+    person_min: f64,
+    /// Candidates it was trained on.
+    candidates: usize,
+    /// Candidates that are gold people.
+    people: usize,
+    oob_precision: f64,
+    oob_recall: f64,
+}
+
+/// The person head: candidate spans read in context, plus their shape,
+/// bagged; its temperature and threshold fitted out of bag.
+fn train_person_head(
+    t: &EdgeTraining<'_>,
+    pooled: &[Pooled],
+    opts: &TrainOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<PersonHead, LearnError> {
     let mut rows: Vec<f32> = Vec::new();
     let mut gold: Vec<Vec<f32>> = Vec::new();
     let mut group: Vec<usize> = Vec::new();
-    for (g, (r, p)) in t.records.iter().zip(&pooled).enumerate() {
+    for (g, (r, p)) in t.records.iter().zip(pooled).enumerate() {
         let people = person_spans(r);
         for (c, v) in p.candidates.iter().zip(&p.candidate_vectors) {
             rows.extend_from_slice(v);
@@ -237,145 +323,187 @@ pub fn train_edges(
             group.push(g);
         }
     }
-    let n = gold.len();
-    let x = Tensor::from_vec(rows, (n, dim + CANDIDATE_FEATURES), &Device::Cpu)?;
+    let x = Rows::new(rows, t.encoder.dim() + CANDIDATE_FEATURES)?;
     let spec = HeadSpec {
         name: "person".into(),
         labels: vec!["person".into()],
         multi_label: true,
         hidden: 0,
     };
-    let bag = train_bagged(
-        &spec,
-        &x,
-        &Targets::Multi(gold.clone()),
-        &group,
-        opts,
-        |_, _, _| {},
-    )?;
-    let mut person = bag.head;
+    let targets = Targets::Multi(gold.clone());
+    let bag = train_bagged(&spec, &x, &targets, &group, opts, |_, _, _| {})?;
+    let mut head = bag.head;
     let (oob_z, oob_y): (Vec<Vec<f32>>, Vec<Vec<bool>>) = bag
         .oob
         .iter()
         .zip(&gold)
         .filter_map(|(z, y)| z.clone().map(|z| (z, vec![y[0] > 0.5])))
         .unzip();
-    person.temperature = fit_temperature_sigmoid(&oob_z, &oob_y);
+    head.temperature = fit_temperature_sigmoid(&oob_z, &oob_y);
     let oob_p: Vec<(f64, bool)> = oob_z
         .iter()
         .zip(&oob_y)
-        .map(|(z, y)| (sigmoid_t(z[0], person.temperature), y[0]))
+        .map(|(z, y)| (sigmoid_t(z[0], head.temperature), y[0]))
         .collect();
-    let at = |th: f64| {
-        let kept: Vec<&(f64, bool)> = oob_p.iter().filter(|(p, _)| *p >= th).collect();
-        let tp = kept.iter().filter(|(_, y)| *y).count();
-        let pos = oob_p.iter().filter(|(_, y)| *y).count();
-        (
-            tp as f64 / kept.len().max(1) as f64,
-            tp as f64 / pos.max(1) as f64,
-            kept.len(),
-        )
-    };
     let person_min = (0..10)
         .map(|i| 0.5 + 0.05 * f64::from(i))
-        .find(|&th| at(th).0 >= PERSON_PRECISION)
+        .find(|&th| precision_recall_at(&oob_p, th).0 >= PERSON_PRECISION)
         .unwrap_or(0.95);
-    let (pp, pr, _) = at(person_min);
+    let (oob_precision, oob_recall) = precision_recall_at(&oob_p, person_min);
+    let people = gold.iter().filter(|y| y[0] > 0.5).count();
     progress(&format!(
-        "person head: {n} candidates ({} people), temperature {:.3}; out-of-bag at P >= {person_min:.2}: precision {pp:.3}, recall {pr:.3}",
-        gold.iter().filter(|y| y[0] > 0.5).count(),
-        person.temperature
+        "person head: {} candidates ({people} people), temperature {:.3}; out-of-bag at P >= {person_min:.2}: precision {oob_precision:.3}, recall {oob_recall:.3}",
+        gold.len(),
+        head.temperature
     ));
+    Ok(PersonHead {
+        head,
+        person_min,
+        candidates: gold.len(),
+        people,
+        oob_precision,
+        oob_recall,
+    })
+}
 
-    // 2. Sentence kinds, out of bag: mean logits of the members that did
-    // not draw the record; a sentence that a tag quotes takes the tag.
+/// Precision and recall of `P >= threshold` on (P, gold) pairs.
+fn precision_recall_at(scored: &[(f64, bool)], threshold: f64) -> (f64, f64) {
+    let kept: Vec<&(f64, bool)> = scored.iter().filter(|(p, _)| *p >= threshold).collect();
+    let true_positives = kept.iter().filter(|(_, y)| *y).count();
+    let positives = scored.iter().filter(|(_, y)| *y).count();
+    (
+        true_positives as f64 / kept.len().max(1) as f64,
+        true_positives as f64 / positives.max(1) as f64,
+    )
+}
+
+/// Per record, out-of-bag sums of the tom_kind logits of its sentence
+/// vectors, and how many members left the record out.
+struct SentenceLogits {
+    sums: Vec<Vec<Vec<f32>>>,
+    members_out: Vec<usize>,
+}
+
+/// Sums, per record and sentence, the tom_kind logits of the bag's
+/// members that did not draw the record.
+fn out_of_bag_sentence_logits(
+    t: &EdgeTraining<'_>,
+    pooled: &[Pooled],
+) -> Result<SentenceLogits, LearnError> {
     let kinds = TOM_KINDS.len();
-    let sentence_kinds: Vec<Vec<(usize, f64)>> = {
-        let mut sums: Vec<Vec<Vec<f32>>> = pooled
-            .iter()
-            .map(|p| vec![vec![0f32; kinds]; p.sentence_vectors.len()])
-            .collect();
-        let mut counts = vec![0usize; pooled.len()];
-        let flat: Vec<f32> = pooled
-            .iter()
-            .flat_map(|p| p.sentence_vectors.iter().flatten().copied())
-            .collect();
-        let m = flat.len() / dim;
-        if m > 0 {
-            let xs = Tensor::from_vec(flat, (m, dim), &Device::Cpu)?;
-            for (head, drawn) in t.members {
-                let z = head.logits_rows(&xs)?;
-                let mut at = 0usize;
-                for (g, p) in pooled.iter().enumerate() {
-                    let k = p.sentence_vectors.len();
-                    if !drawn.get(g).copied().unwrap_or(true) {
-                        counts[g] += 1;
-                        for (s, zr) in sums[g].iter_mut().zip(&z[at..at + k]) {
-                            for (a, b) in s.iter_mut().zip(zr) {
-                                *a += b;
-                            }
-                        }
+    let mut sums: Vec<Vec<Vec<f32>>> = pooled
+        .iter()
+        .map(|p| vec![vec![0f32; kinds]; p.sentence_vectors.len()])
+        .collect();
+    let mut members_out = vec![0usize; pooled.len()];
+    let flat: Vec<f32> = pooled
+        .iter()
+        .flat_map(|p| p.sentence_vectors.iter().flatten().copied())
+        .collect();
+    if flat.is_empty() {
+        return Ok(SentenceLogits { sums, members_out });
+    }
+    let sentence_x = Rows::new(flat, t.encoder.dim())?;
+    for (head, drawn) in t.members {
+        let logits = head.logits_rows(&sentence_x)?;
+        let mut next_row = 0usize;
+        for (g, p) in pooled.iter().enumerate() {
+            let count = p.sentence_vectors.len();
+            if !drawn.get(g).copied().unwrap_or(true) {
+                members_out[g] += 1;
+                let record_logits = &logits[next_row..next_row + count];
+                for (sum, z) in sums[g].iter_mut().zip(record_logits) {
+                    for (a, b) in sum.iter_mut().zip(z) {
+                        *a += b;
                     }
-                    at += k;
                 }
             }
+            next_row += count;
         }
-        let best = |z: &[f32]| {
-            let p: Vec<f64> = z.iter().map(|&v| sigmoid_t(v, t.tom.temperature)).collect();
-            let k = (0..p.len())
-                .max_by(|&a, &b| p[a].total_cmp(&p[b]))
-                .unwrap_or(0);
-            (k, p[k])
-        };
-        pooled
-            .iter()
-            .enumerate()
-            .map(|(g, p)| {
-                let record_z = t.record_oob.get(g).cloned().flatten();
-                let mut out: Vec<(usize, f64)> = if p.sentence_vectors.is_empty() {
-                    p.sentences
-                        .iter()
-                        .map(|_| record_z.as_deref().map_or((0, 0.5), best))
-                        .collect()
-                } else if counts[g] == 0 {
-                    vec![(0, 0.5); p.sentence_vectors.len()]
-                } else {
-                    sums[g]
-                        .iter()
-                        .map(|s| {
-                            let z: Vec<f32> = s.iter().map(|v| v / counts[g] as f32).collect();
-                            best(&z)
-                        })
-                        .collect()
-                };
-                // A sentence a tag quotes has the tag's kind and confidence,
-                // as the classifier gives it (same rules, out-of-bag scores).
-                if let Some(z) = &record_z {
-                    for (kind, conf) in oob_tags(z, t.tom.temperature, t.tag_calibration) {
-                        let q = if p.sentence_vectors.is_empty() || counts[g] == 0 {
-                            0
-                        } else {
-                            (0..sums[g].len())
-                                .max_by(|&a, &b| sums[g][a][kind].total_cmp(&sums[g][b][kind]))
-                                .unwrap_or(0)
-                        };
-                        if let Some(slot) = out.get_mut(q) {
-                            *slot = (kind, conf);
-                        }
+    }
+    Ok(SentenceLogits { sums, members_out })
+}
+
+/// Sentence kinds, out of bag: per record and sentence, the best kind and
+/// its probability from the mean logits of the members that did not draw
+/// the record; a sentence that a tag quotes takes the tag.
+fn sentence_kinds(
+    t: &EdgeTraining<'_>,
+    pooled: &[Pooled],
+) -> Result<Vec<Vec<(usize, f64)>>, LearnError> {
+    let SentenceLogits { sums, members_out } = out_of_bag_sentence_logits(t, pooled)?;
+    let best = |z: &[f32]| {
+        let p: Vec<f64> = z.iter().map(|&v| sigmoid_t(v, t.tom.temperature)).collect();
+        let k = (0..p.len())
+            .max_by(|&a, &b| p[a].total_cmp(&p[b]))
+            .unwrap_or(0);
+        (k, p[k])
+    };
+    Ok(pooled
+        .iter()
+        .enumerate()
+        .map(|(g, p)| {
+            let record_z = t.record_oob.get(g).cloned().flatten();
+            let mut out: Vec<(usize, f64)> = if p.sentence_vectors.is_empty() {
+                p.sentences
+                    .iter()
+                    .map(|_| record_z.as_deref().map_or((0, 0.5), best))
+                    .collect()
+            } else if members_out[g] == 0 {
+                vec![(0, 0.5); p.sentence_vectors.len()]
+            } else {
+                sums[g]
+                    .iter()
+                    .map(|s| {
+                        let z: Vec<f32> = s.iter().map(|v| v / members_out[g] as f32).collect();
+                        best(&z)
+                    })
+                    .collect()
+            };
+            // A sentence a tag quotes has the tag's kind and confidence,
+            // as the classifier gives it (same rules, out-of-bag scores).
+            if let Some(z) = &record_z {
+                for (kind, conf) in oob_tags(z, t.tom.temperature, t.tag_calibration) {
+                    let quoted = if p.sentence_vectors.is_empty() || members_out[g] == 0 {
+                        0
+                    } else {
+                        (0..sums[g].len())
+                            .max_by(|&a, &b| sums[g][a][kind].total_cmp(&sums[g][b][kind]))
+                            .unwrap_or(0)
+                    };
+                    if let Some(slot) = out.get_mut(quoted) {
+                        *slot = (kind, conf);
                     }
                 }
-                out
-            })
-            .collect()
-    };
+            }
+            out
+        })
+        .collect())
+}
 
-    // 3. Registry links: how often a match of each case class is a gold
-    // mention, then the edge calibration on (link prior, sentence kind).
+/// The registry-link part of the edge calibration and its figures.
+struct RegistryLinks {
+    link_exact_case: f64,
+    link_other_case: f64,
+    mention: [f64; 3],
+    n_mentions: usize,
+    matches_exact_case: usize,
+    matches_other_case: usize,
+}
+
+/// Registry links: how often a match of each case class is a gold
+/// mention, then the relation calibration on the sentence kind.
+fn registry_links(
+    t: &EdgeTraining<'_>,
+    pooled: &[Pooled],
+    sentence_kinds: &[Vec<(usize, f64)>],
+    progress: &mut dyn FnMut(&str),
+) -> RegistryLinks {
     let linker = t.registry.map(Linker::new);
     let mut class = [(0usize, 0usize); 2]; // (right, all): other case, exact case
     let mut found: Vec<(bool, f64, bool, bool)> = Vec::new(); // exact, p_kind, relation right, target right
     if let Some(linker) = &linker {
-        for ((r, p), sk) in t.records.iter().zip(&pooled).zip(&sentence_kinds) {
+        for ((r, p), kinds) in t.records.iter().zip(pooled).zip(sentence_kinds) {
             let mut seen: Vec<usize> = Vec::new();
             for m in linker.link(&r.text) {
                 let id = &linker.nodes()[m.node].id;
@@ -387,12 +515,12 @@ pub fn train_edges(
                     continue;
                 }
                 seen.push(m.node);
-                let k = p
+                let sentence = p
                     .sentences
                     .iter()
                     .position(|&(a, b)| a <= m.start && m.start < b)
                     .unwrap_or(0);
-                let (kind, p_kind) = sk.get(k).copied().unwrap_or((0, 0.5));
+                let (kind, p_kind) = kinds.get(sentence).copied().unwrap_or((0, 0.5));
                 let kind_right = r.gold.tom_kinds.iter().any(|g| g == TOM_KINDS[kind]);
                 found.push((m.exact_case, p_kind, kind_right, right));
             }
@@ -415,25 +543,109 @@ pub fn train_edges(
         mention.map(|w| (w * 1000.0).round() / 1000.0),
         mention_rows.len()
     ));
+    RegistryLinks {
+        link_exact_case,
+        link_other_case,
+        mention,
+        n_mentions: mention_rows.len(),
+        matches_exact_case: class[1].1,
+        matches_other_case: class[0].1,
+    }
+}
 
-    // 4. Memory links: each training record of a goal or an unresolved
-    // thread against the earlier records of its persona.
-    let pool_rows = t.pool_x.to_vec2::<f32>()?;
+/// One memory-link query: the cosine of its nearest earlier memory,
+/// whether that is a gold link, P(tag right) of its thread kind, and
+/// whether the edge (link and kind) is right.
+struct LinkQuery {
+    cosine: f64,
+    link_right: bool,
+    p_tag: f64,
+    edge_right: bool,
+}
+
+/// The memory-link part of the edge calibration and its figures.
+struct MemoryLinks {
+    cosine: [f64; 2],
+    min_cosine: f64,
+    combined: [f64; 3],
+    queries: usize,
+    nearest_is_gold: usize,
+    proposed: usize,
+    proposed_right: usize,
+}
+
+/// Memory links: each training record of a goal or an unresolved thread
+/// against the earlier records of its persona.
+fn memory_links(t: &EdgeTraining<'_>, progress: &mut dyn FnMut(&str)) -> MemoryLinks {
+    let queries = link_queries(t);
+    let w = fit_logistic_ridge(
+        &queries
+            .iter()
+            .map(|q| ([q.cosine, 0.0], q.link_right))
+            .collect::<Vec<_>>(),
+        // Cosines span a few tenths: a ridge on their scale would flatten them.
+        1e-4,
+    );
+    let cosine = [w[0], w[1]];
+    // Where P(link right) reaches MEMORY_LINK_MIN_P.
+    let has_both = queries.iter().any(|q| q.link_right) && queries.iter().any(|q| !q.link_right);
+    let min_cosine = if has_both && w[1] > 0.0 {
+        ((logit(MEMORY_LINK_MIN_P) - w[0]) / w[1]).clamp(0.0, 1.0)
+    } else {
+        // Nothing to learn from: never propose.
+        1.0
+    };
+    let combined = fit_logistic_ridge(
+        &queries
+            .iter()
+            .map(|q| {
+                (
+                    [
+                        logit(sigmoid(cosine[0] + cosine[1] * q.cosine)),
+                        logit(q.p_tag),
+                    ],
+                    q.edge_right,
+                )
+            })
+            .collect::<Vec<_>>(),
+        EDGE_RIDGE,
+    );
+    let nearest_is_gold = queries.iter().filter(|q| q.link_right).count();
+    let above: Vec<&LinkQuery> = queries.iter().filter(|q| q.cosine >= min_cosine).collect();
+    let proposed_right = above.iter().filter(|q| q.link_right).count();
+    progress(&format!(
+        "memory links: {} queries ({nearest_is_gold} with the right memory nearest), cosine threshold {min_cosine:.3}: {} proposed, {proposed_right} right",
+        queries.len(),
+        above.len(),
+    ));
+    MemoryLinks {
+        cosine,
+        min_cosine,
+        combined,
+        queries: queries.len(),
+        nearest_is_gold,
+        proposed: above.len(),
+        proposed_right,
+    }
+}
+
+/// The memory-link queries of the training records (see [`LinkQuery`]).
+fn link_queries(t: &EdgeTraining<'_>) -> Vec<LinkQuery> {
     let record_index: std::collections::HashMap<&str, usize> = t
         .records
         .iter()
         .enumerate()
         .map(|(i, r)| (r.id.as_str(), i))
         .collect();
-    let mut link_rows: Vec<(f64, bool, f64, bool)> = Vec::new(); // cos, link right, p_kind, edge right
+    let threadish: Vec<usize> = ["unresolved_thread", "goal"]
+        .iter()
+        .filter_map(|k| TOM_KINDS.iter().position(|x| x == k))
+        .collect();
+    let mut out = Vec::new();
     for (qi, q) in t.pool.iter().enumerate() {
         let Some(&g) = record_index.get(q.id.as_str()) else {
             continue;
         };
-        let threadish: Vec<usize> = ["unresolved_thread", "goal"]
-            .iter()
-            .filter_map(|k| TOM_KINDS.iter().position(|x| x == k))
-            .collect();
         if !q
             .gold
             .tom_kinds
@@ -442,111 +654,74 @@ pub fn train_edges(
         {
             continue;
         }
-        let mut best: Option<(usize, f32)> = None;
-        for (pi, m) in t.pool.iter().enumerate() {
-            if pi == qi || m.persona_id != q.persona_id || m.created_at >= q.created_at {
-                continue;
-            }
-            let c: f32 = pool_rows[qi]
-                .iter()
-                .zip(&pool_rows[pi])
-                .map(|(a, b)| a * b)
-                .sum();
-            if best.is_none_or(|(_, b)| c > b) {
-                best = Some((pi, c));
-            }
-        }
-        let Some((pi, cos)) = best else { continue };
+        let Some((pi, cosine)) = nearest_earlier_memory(t, qi) else {
+            continue;
+        };
         let Some(z) = t.record_oob.get(g).cloned().flatten() else {
             continue;
         };
-        let p: Vec<f64> = z.iter().map(|&v| sigmoid_t(v, t.tom.temperature)).collect();
-        let k = *threadish
-            .iter()
-            .max_by(|&&a, &&b| p[a].total_cmp(&p[b]))
-            .unwrap_or(&0);
-        let top = (0..p.len())
-            .max_by(|&a, &b| p[a].total_cmp(&p[b]))
-            .unwrap_or(0);
-        let runner = (0..p.len())
-            .filter(|&i| i != top)
-            .max_by(|&a, &b| p[a].total_cmp(&p[b]))
-            .unwrap_or(0);
-        let p_tag = if k == top {
-            t.tag_calibration.primary(p[k], p[runner])
-        } else {
-            t.tag_calibration.secondary(p[k], p[top])
-        };
+        let (kind, p_tag) = thread_tag(&z, &threadish, t.tom.temperature, t.tag_calibration);
         let link_right = q.gold.links_to.contains(&t.pool[pi].id);
-        let kind_right = q.gold.tom_kinds.iter().any(|x| x == TOM_KINDS[k]);
-        link_rows.push((f64::from(cos), link_right, p_tag, link_right && kind_right));
+        let kind_right = q.gold.tom_kinds.iter().any(|x| x == TOM_KINDS[kind]);
+        out.push(LinkQuery {
+            cosine: f64::from(cosine),
+            link_right,
+            p_tag,
+            edge_right: link_right && kind_right,
+        });
     }
-    let w = fit_logistic_ridge(
-        &link_rows
+    out
+}
+
+/// The pool record of `query`'s persona, written before it, nearest to it
+/// (cosine of the unit vectors), with that cosine.
+fn nearest_earlier_memory(t: &EdgeTraining<'_>, query: usize) -> Option<(usize, f32)> {
+    let q = &t.pool[query];
+    let mut best: Option<(usize, f32)> = None;
+    for (pi, m) in t.pool.iter().enumerate() {
+        if pi == query || m.persona_id != q.persona_id || m.created_at >= q.created_at {
+            continue;
+        }
+        let c: f32 = t
+            .pool_x
+            .row(query)
             .iter()
-            .map(|&(c, y, _, _)| ([c, 0.0], y))
-            .collect::<Vec<_>>(),
-        // Cosines span a few tenths: a ridge on their scale would flatten them.
-        1e-4,
-    );
-    let memory_cosine = [w[0], w[1]];
-    // Where P(link right) reaches MEMORY_LINK_MIN_P.
-    let has_both = link_rows.iter().any(|r| r.1) && link_rows.iter().any(|r| !r.1);
-    let memory_min_cosine = if has_both && w[1] > 0.0 {
-        ((logit(MEMORY_LINK_MIN_P) - w[0]) / w[1]).clamp(0.0, 1.0)
-    } else {
-        // Nothing to learn from: never propose.
-        1.0
-    };
-    let memory = fit_logistic_ridge(
-        &link_rows
-            .iter()
-            .map(|&(c, _, p_tag, y)| {
-                (
-                    [
-                        logit(sigmoid(memory_cosine[0] + memory_cosine[1] * c)),
-                        logit(p_tag),
-                    ],
-                    y,
-                )
-            })
-            .collect::<Vec<_>>(),
-        EDGE_RIDGE,
-    );
-    let linked_q = link_rows.iter().filter(|r| r.1).count();
-    let above: Vec<&(f64, bool, f64, bool)> = link_rows
+            .zip(t.pool_x.row(pi))
+            .map(|(a, b)| a * b)
+            .sum();
+        if best.is_none_or(|(_, b)| c > b) {
+            best = Some((pi, c));
+        }
+    }
+    best
+}
+
+/// The thread kind (of `threadish`) a record's tom_kind logits favour, and
+/// P(tag right) of that kind as primary or secondary tag.
+fn thread_tag(
+    z: &[f32],
+    threadish: &[usize],
+    temperature: f64,
+    cal: &TagCalibration,
+) -> (usize, f64) {
+    let p: Vec<f64> = z.iter().map(|&v| sigmoid_t(v, temperature)).collect();
+    let kind = *threadish
         .iter()
-        .filter(|r| r.0 >= memory_min_cosine)
-        .collect();
-    progress(&format!(
-        "memory links: {} queries ({linked_q} with the right memory nearest), cosine threshold {memory_min_cosine:.3}: {} proposed, {} right",
-        link_rows.len(),
-        above.len(),
-        above.iter().filter(|r| r.1).count()
-    ));
-    let calibration = EdgeCalibration {
-        link_exact_case,
-        link_other_case,
-        mention,
-        n_mentions: mention_rows.len(),
-        person_min,
-        memory_cosine,
-        memory_min_cosine,
-        memory,
-        n_memory: link_rows.len(),
+        .max_by(|&&a, &&b| p[a].total_cmp(&p[b]))
+        .unwrap_or(&0);
+    let top = (0..p.len())
+        .max_by(|&a, &b| p[a].total_cmp(&p[b]))
+        .unwrap_or(0);
+    let runner = (0..p.len())
+        .filter(|&i| i != top)
+        .max_by(|&a, &b| p[a].total_cmp(&p[b]))
+        .unwrap_or(0);
+    let p_tag = if kind == top {
+        cal.primary(p[kind], p[runner])
+    } else {
+        cal.secondary(p[kind], p[top])
     };
-    let metrics = json!({
-        "person": {"candidates": n, "people": gold.iter().filter(|y| y[0] > 0.5).count(),
-                   "person_min": person_min, "oob_precision": pp, "oob_recall": pr},
-        "registry_links": {"matches_exact_case": class[1].1, "matches_other_case": class[0].1},
-        "memory_links": {"queries": link_rows.len(), "nearest_is_gold": linked_q,
-                         "proposed": above.len(), "proposed_right": above.iter().filter(|r| r.1).count()},
-    });
-    Ok(EdgeModel {
-        person,
-        calibration,
-        metrics,
-    })
+    (kind, p_tag)
 }
 
 /// The tags the classifier would emit from a record's tom_kind logits:

@@ -8,9 +8,6 @@ pub enum LearnError {
     /// The encoder, the heads or the data failed.
     #[error(transparent)]
     Models(Box<tomlite_models::Error>),
-    /// A tensor operation failed.
-    #[error("tensor operation failed")]
-    Candle(#[from] candle_core::Error),
     /// The classifier could not be loaded.
     #[error(transparent)]
     Classifier(Box<crate::annotate::classifier::ClassifierError>),

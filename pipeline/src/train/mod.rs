@@ -19,31 +19,27 @@
 
 pub mod edges;
 pub mod error;
+pub mod eval;
 pub mod sensitive;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use candle_core::{Device, Tensor};
-use serde::Serialize;
 use serde_json::json;
-use tomlite_models::Encoder;
 use tomlite_models::data::{AffectExample, LabeledRecord, is_dev, read_goemotions, read_labeled};
 use tomlite_models::finetune::{Example, FineTuneOptions, FineTuner, HeadSpecs, Progress};
 use tomlite_models::heads::{Card, Head, HeadCard, HeadSpec, Heads, Targets, TrainOptions};
 use tomlite_models::metrics::{
-    LabelScore, classification_report, ece, fit_temperature_sigmoid, fit_temperature_softmax,
-    multilabel_report,
+    TagCalibration, classification_report, ece, fit_temperature_sigmoid, fit_temperature_softmax,
+    multilabel_report, sigmoid_t,
 };
+use tomlite_models::{Encoder, Rows};
 
-use crate::annotate::classifier::Classifier;
 use crate::graph::nodes::Registry;
-use crate::ingest::record::{Origin, Record, RecordKind};
-use crate::rules::decide::{Decision, Nodes, decide};
-use crate::rules::policy::Policy;
 pub use crate::train::error::LearnError;
+pub use crate::train::eval::{EvalReport, eval_goemotions, eval_records};
 use crate::vocab::{AFFECTS, INTENSITIES, TOM_KINDS};
-use tomlite_models::bagging::{BAG_MEMBERS, class_weights, train_bagged};
+use tomlite_models::bagging::{BAG_MEMBERS, Bagged, class_weights, train_bagged};
 
 /// What `tomlite train` needs.
 #[derive(Debug, Clone)]
@@ -170,35 +166,54 @@ fn embed(
     what: &str,
     cache: Option<&Path>,
     progress: &mut dyn FnMut(&str),
-) -> Result<Tensor, LearnError> {
-    let key = {
-        use sha2::{Digest as _, Sha256};
-        let mut h = Sha256::new();
-        h.update(encoder.sha256().as_bytes());
-        // A fine-tuned encoder embeds differently: its own cache entries.
-        if let Some(a) = encoder.adapters_sha256() {
-            h.update(b"lora");
-            h.update(a.as_bytes());
-        }
-        for t in texts {
-            h.update((t.len() as u64).to_le_bytes());
-            h.update(t.as_bytes());
-        }
-        hex::encode(h.finalize())
-    };
-    let file = cache.map(|c| c.join(format!("{key}.safetensors")));
+) -> Result<Rows, LearnError> {
+    let file = cache.map(|c| c.join(format!("{}.safetensors", embedding_key(encoder, texts))));
     if let Some(f) = &file
-        && let Ok(mut m) = candle_core::safetensors::load(f, &Device::Cpu)
-        && let Some(t) = m.remove("embeddings")
-        && t.dims2().ok() == Some((texts.len(), encoder.dim()))
+        && let Ok(cached) = Rows::read_safetensors(f, "embeddings")
+        && (cached.len(), cached.dim()) == (texts.len(), encoder.dim())
     {
         progress(&format!(
             "embedding {what}: {} texts read from the cache {}",
             texts.len(),
             f.display()
         ));
-        return Ok(t);
+        return Ok(cached);
     }
+    let embeddings = embed_in_chunks(encoder, texts, what, progress)?;
+    if let (Some(f), Some(c)) = (&file, cache) {
+        // The cache is an optimisation: failing to write it is not an error.
+        if std::fs::create_dir_all(c).is_ok() {
+            let _ = embeddings.write_safetensors(f, "embeddings");
+        }
+    }
+    Ok(embeddings)
+}
+
+/// The cache key of `texts`' embeddings: sha256 of the encoder (and its
+/// adapters) and of the texts.
+fn embedding_key(encoder: &Encoder, texts: &[&str]) -> String {
+    use sha2::{Digest as _, Sha256};
+    let mut h = Sha256::new();
+    h.update(encoder.sha256().as_bytes());
+    // A fine-tuned encoder embeds differently: its own cache entries.
+    if let Some(a) = encoder.adapters_sha256() {
+        h.update(b"lora");
+        h.update(a.as_bytes());
+    }
+    for t in texts {
+        h.update((t.len() as u64).to_le_bytes());
+        h.update(t.as_bytes());
+    }
+    hex::encode(h.finalize())
+}
+
+/// Encodes `texts` 512 at a time, with a progress line after each chunk.
+fn embed_in_chunks(
+    encoder: &Encoder,
+    texts: &[&str],
+    what: &str,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Rows, LearnError> {
     let mut rows: Vec<f32> = Vec::with_capacity(texts.len() * encoder.dim());
     let chunk = 512;
     let started = std::time::Instant::now();
@@ -215,16 +230,7 @@ fn embed(
             (texts.len() - done) as f64 / rate.max(1e-9)
         ));
     }
-    let t = Tensor::from_vec(rows, (texts.len(), encoder.dim()), &Device::Cpu)?;
-    if let (Some(f), Some(c)) = (&file, cache) {
-        // The cache is an optimisation: failing to write it is not an error.
-        if std::fs::create_dir_all(c).is_ok() {
-            let mut m = std::collections::HashMap::new();
-            m.insert("embeddings".to_string(), t.clone());
-            let _ = candle_core::safetensors::save(&m, f);
-        }
-    }
-    Ok(t)
+    Ok(Rows::new(rows, encoder.dim())?)
 }
 
 struct TomSet {
@@ -466,6 +472,78 @@ fn finetune_examples(data: &FineTuneData<'_>) -> Vec<Example> {
     out
 }
 
+/// The heads trained with the adapters: the three ToM-lite heads, and the
+/// sensitive head when an example labels it.
+fn finetune_specs(examples: &[Example]) -> HeadSpecs {
+    let spec = |name: &str, labels: Vec<String>, multi_label: bool| HeadSpec {
+        name: name.into(),
+        labels,
+        multi_label,
+        hidden: 0,
+    };
+    let labels = |names: &[&str]| names.iter().map(|s| s.to_string()).collect();
+    HeadSpecs {
+        tom_kind: spec("tom_kind", labels(&TOM_KINDS), true),
+        affect: spec("affect", labels(&AFFECTS), false),
+        intensity: spec("intensity", labels(&INTENSITIES), false),
+        sensitive: examples
+            .iter()
+            .any(|e| e.sensitive.is_some())
+            .then(|| spec("sensitive", crate::annotate::sensitive::labels(), false)),
+    }
+}
+
+/// Per class of `n`: the mean of [`class_weights`]' per-example weights
+/// (1 for a class without examples).
+fn per_class_weights(labels: Vec<usize>, n: usize) -> Vec<f32> {
+    let weights = class_weights(&labels, n);
+    (0..n)
+        .map(|class| {
+            labels
+                .iter()
+                .zip(&weights)
+                .find(|(l, _)| **l == class)
+                .map_or(1.0, |(_, w)| *w)
+        })
+        .collect()
+}
+
+/// The models crate's fine-tuning options for `ft`: class weights of the
+/// single-label heads from the examples, checkpoints in `checkpoint_dir`.
+fn finetune_options(
+    ft: &FineTuneConfig,
+    examples: &[Example],
+    specs: &HeadSpecs,
+    checkpoint_dir: PathBuf,
+) -> FineTuneOptions {
+    let labels_of = |label: fn(&Example) -> Option<u32>| -> Vec<usize> {
+        examples
+            .iter()
+            .filter_map(|e| label(e).map(|l| l as usize))
+            .collect()
+    };
+    FineTuneOptions {
+        epochs: ft.epochs,
+        seed: ft.seed,
+        batch_size: ft.batch_size,
+        max_tokens: ft.max_tokens,
+        affect_class_weights: per_class_weights(labels_of(|e| e.affect), AFFECTS.len()),
+        intensity_class_weights: per_class_weights(labels_of(|e| e.intensity), INTENSITIES.len()),
+        sensitive_class_weights: if specs.sensitive.is_some() {
+            per_class_weights(
+                labels_of(|e| e.sensitive),
+                crate::annotate::sensitive::labels().len(),
+            )
+        } else {
+            Vec::new()
+        },
+        affect_only_per_epoch: Some(ft.goemotions),
+        checkpoint_dir: Some(checkpoint_dir),
+        resume: ft.resume,
+        ..FineTuneOptions::default()
+    }
+}
+
 /// Fine-tunes the encoder's adapters with the three heads (models crate),
 /// checkpointing each epoch into `<heads_dir>/checkpoint`, and saves the
 /// adapters and their card into the heads directory.
@@ -480,87 +558,12 @@ fn finetune(
     let tuner = FineTuner::load(&cfg.model_dir)?;
     let examples = finetune_examples(data);
     let count = |f: fn(&Example) -> bool| examples.iter().filter(|e| f(e)).count();
-    let specs = HeadSpecs {
-        tom_kind: HeadSpec {
-            name: "tom_kind".into(),
-            labels: TOM_KINDS.iter().map(|s| s.to_string()).collect(),
-            multi_label: true,
-            hidden: 0,
-        },
-        affect: HeadSpec {
-            name: "affect".into(),
-            labels: AFFECTS.iter().map(|s| s.to_string()).collect(),
-            multi_label: false,
-            hidden: 0,
-        },
-        intensity: HeadSpec {
-            name: "intensity".into(),
-            labels: INTENSITIES.iter().map(|s| s.to_string()).collect(),
-            multi_label: false,
-            hidden: 0,
-        },
-        sensitive: examples
-            .iter()
-            .any(|e| e.sensitive.is_some())
-            .then(|| HeadSpec {
-                name: "sensitive".into(),
-                labels: crate::annotate::sensitive::labels(),
-                multi_label: false,
-                hidden: 0,
-            }),
-    };
-    let class = |labels: Vec<usize>, n: usize| -> Vec<f32> {
-        // Per class: the mean of class_weights' per-example weights.
-        let w = class_weights(&labels, n);
-        (0..n)
-            .map(|c| {
-                labels
-                    .iter()
-                    .zip(&w)
-                    .find(|(l, _)| **l == c)
-                    .map_or(1.0, |(_, w)| *w)
-            })
-            .collect()
-    };
+    let specs = finetune_specs(&examples);
     let checkpoint_dir = cfg.heads_dir.join(CHECKPOINT_DIR);
     let resumable = checkpoint_dir
         .join(tomlite_models::finetune::CHECKPOINT_STATE_FILE)
         .is_file();
-    let opts = FineTuneOptions {
-        epochs: ft.epochs,
-        seed: ft.seed,
-        batch_size: ft.batch_size,
-        max_tokens: ft.max_tokens,
-        affect_class_weights: class(
-            examples
-                .iter()
-                .filter_map(|e| e.affect.map(|a| a as usize))
-                .collect(),
-            AFFECTS.len(),
-        ),
-        intensity_class_weights: class(
-            examples
-                .iter()
-                .filter_map(|e| e.intensity.map(|a| a as usize))
-                .collect(),
-            INTENSITIES.len(),
-        ),
-        sensitive_class_weights: if specs.sensitive.is_some() {
-            class(
-                examples
-                    .iter()
-                    .filter_map(|e| e.sensitive.map(|a| a as usize))
-                    .collect(),
-                crate::annotate::sensitive::labels().len(),
-            )
-        } else {
-            Vec::new()
-        },
-        affect_only_per_epoch: Some(ft.goemotions),
-        checkpoint_dir: Some(checkpoint_dir),
-        resume: ft.resume,
-        ..FineTuneOptions::default()
-    };
+    let opts = finetune_options(ft, &examples, &specs, checkpoint_dir);
     let goemotions = count(|e| e.tom_kind.is_none() && e.sensitive.is_none());
     let per_epoch = examples.len() - goemotions + ft.goemotions.min(goemotions);
     progress(&format!(
@@ -637,120 +640,11 @@ pub fn train_with_steps(
     progress: &mut dyn FnMut(&str),
     steps: &mut dyn FnMut(&Progress),
 ) -> Result<Card, LearnError> {
-    let take = |n: usize| cfg.limit.map_or(n, |l| l.min(n));
-    let all = read_all(&cfg.tom_files)?;
-    let (dev, train): (Vec<_>, Vec<_>) = all.into_iter().partition(|(_, r)| is_held_out(r));
-    let path =
-        |v: &[(String, LabeledRecord)]| v.first().map(|(p, _)| p.clone()).unwrap_or_default();
-    let train_recs: Vec<LabeledRecord> = train
-        .iter()
-        .map(|(_, r)| r.clone())
-        .take(take(train.len()))
-        .collect();
-    let dev_recs: Vec<LabeledRecord> = dev
-        .iter()
-        .map(|(_, r)| r.clone())
-        .take(take(dev.len()))
-        .collect();
-    let tr = tom_set(&train_recs, &path(&train), true)?;
-    let dv = tom_set(&dev_recs, &path(&dev), false)?;
-    let ge_train = read_goemotions(&cfg.goemotions_train)?;
-    let ge_dev = read_goemotions(&cfg.goemotions_dev)?;
-    // Fine-tuning draws its own sample from the whole split.
-    let ge_all: Vec<AffectExample> = ge_train.iter().take(take(usize::MAX)).cloned().collect();
-    let ge_train: Vec<AffectExample> = match cfg.max_goemotions {
-        Some(m) if m < ge_train.len() => {
-            let step = ge_train.len() as f64 / m as f64;
-            (0..m)
-                .map(|i| ge_train[(i as f64 * step) as usize].clone())
-                .collect()
-        }
-        _ => ge_train,
-    };
-    let ge_train: Vec<AffectExample> = ge_train.into_iter().take(take(usize::MAX)).collect();
-    let ge_dev: Vec<AffectExample> = ge_dev.into_iter().take(take(usize::MAX)).collect();
-    progress(&format!(
-        "data: {} ToM-lite train examples ({} records + quotes), {} dev records; GoEmotions {} train, {} dev",
-        tr.texts.len(),
-        train_recs.len(),
-        dev_recs.len(),
-        ge_train.len(),
-        ge_dev.len()
-    ));
-
-    // Curated decisions join the tom_kind head's examples (never dev, never
-    // the calibration rows below, which are the labeled records only).
-    let curated_rows: Vec<crate::curate::CuratedRow> = match &cfg.curated {
-        Some(dir) => crate::curate::Curated::load(dir)
-            .map_err(|e| LearnError::Curated(Box::new(e)))?
-            .rows()
-            .cloned()
-            .collect(),
-        None => Vec::new(),
-    };
-    let cur = curated_set(&curated_rows);
-    let data_hashes = data_hashes(cfg)?;
-    let sensitivity = crate::train::sensitive::read_all(&cfg.sensitivity_files)?;
-    let finetuned = match &cfg.finetune {
-        Some(ft) => Some(finetune(
-            cfg,
-            ft,
-            &FineTuneData {
-                records: &train_recs,
-                tr: &tr,
-                cur: &cur,
-                goemotions: &ge_all,
-                sensitivity: &sensitivity,
-                data_hashes: &data_hashes,
-            },
-            progress,
-            steps,
-        )?),
-        None => None,
-    };
-    if finetuned.is_none() {
-        // Adapters left in the folder by a fine-tuning run belong to other
-        // heads than the ones written here: the classifier would refuse
-        // the pair.
-        for f in [
-            tomlite_models::finetune::ADAPTERS_FILE,
-            tomlite_models::finetune::ADAPTERS_CARD_FILE,
-        ] {
-            let p = cfg.heads_dir.join(f);
-            if p.is_file() {
-                std::fs::remove_file(&p).map_err(|source| LearnError::Remove {
-                    path: p.clone(),
-                    source,
-                })?;
-                progress(&format!(
-                    "removed {} (adapters of earlier heads; these are trained without)",
-                    p.display()
-                ));
-            }
-        }
-    }
-    let encoder = match &finetuned {
-        Some(_) => Encoder::load_with_adapters(
-            &cfg.model_dir,
-            &cfg.heads_dir.join(tomlite_models::finetune::ADAPTERS_FILE),
-            tomlite_models::EncodeOptions::default(),
-        )?,
-        None => Encoder::load(&cfg.model_dir)?,
-    };
-
+    let data = read_training_data(cfg, progress)?;
+    let finetuned = finetune_or_clear(cfg, &data, progress, steps)?;
+    let encoder = load_encoder(cfg, finetuned.is_some())?;
     let cache = cfg.cache.as_deref();
-    let x_tr = embed(
-        &encoder,
-        &refs(&tr.texts),
-        "ToM-lite train",
-        cache,
-        progress,
-    )?;
-    let x_dv = embed(&encoder, &refs(&dv.texts), "ToM-lite dev", cache, progress)?;
-    let ge_tr_texts: Vec<&str> = ge_train.iter().map(|e| e.text.as_str()).collect();
-    let ge_dv_texts: Vec<&str> = ge_dev.iter().map(|e| e.text.as_str()).collect();
-    let x_ge_tr = embed(&encoder, &ge_tr_texts, "GoEmotions train", cache, progress)?;
-    let x_ge_dv = embed(&encoder, &ge_dv_texts, "GoEmotions dev", cache, progress)?;
+    let embedded = embed_sets(&encoder, &data, cache, progress)?;
     // The small linear heads (few hundred examples per label, unit-norm
     // inputs) need a larger step and more passes than the affect MLP.
     let small = TrainOptions {
@@ -758,329 +652,61 @@ pub fn train_with_steps(
         learning_rate: cfg.options.learning_rate * 10.0,
         ..cfg.options.clone()
     };
-
-    // tom_kind: multi-label, on ToM-lite texts and gold quotes.
-    let tom_spec = HeadSpec {
-        name: "tom_kind".into(),
-        labels: TOM_KINDS.iter().map(|s| s.to_string()).collect(),
-        multi_label: true,
-        hidden: 0,
-    };
-    let mut epochs_log = Vec::new();
-    let (x_tom, tom_targets, tom_group) = if cur.texts.is_empty() {
-        (
-            x_tr.clone(),
-            multi_hot(&tr.kinds, TOM_KINDS.len()),
-            tr.group.clone(),
-        )
-    } else {
-        progress(&format!(
-            "curated: {} decisions give {} tom_kind examples ({:?})",
-            curated_rows.len(),
-            cur.texts.len(),
-            cur.stats
-        ));
-        let x_cur = embed(&encoder, &refs(&cur.texts), "curated", cache, progress)?;
-        let offset = tr.group.iter().max().map_or(0, |g| g + 1);
-        let mut targets = multi_hot(&tr.kinds, TOM_KINDS.len());
-        targets.extend(cur.targets.iter().cloned());
-        let mut group = tr.group.clone();
-        group.extend(cur.group.iter().map(|g| g + offset));
-        (Tensor::cat(&[&x_tr, &x_cur], 0)?, targets, group)
-    };
-    let tom_bag = train_bagged(
-        &tom_spec,
-        &x_tom,
-        &Targets::Multi(tom_targets),
-        &tom_group,
+    let mut losses = EpochLosses::new();
+    let tom_bag = train_tom_head(
+        &encoder,
+        &data,
+        &embedded,
+        cache,
         &small,
-        |_, e, l| epochs_log.push(("tom_kind".to_string(), e, l)),
+        &mut losses,
+        progress,
     )?;
     let mut tom = tom_bag.head;
-    // affect: GoEmotions train plus the ToM-lite train records, class-weighted.
-    let x_aff = Tensor::cat(&[&x_ge_tr, &x_tr], 0)?;
-    let mut aff_labels: Vec<usize> = ge_train
-        .iter()
-        .map(|e| index_of(&AFFECTS, e.affect).unwrap_or(5))
-        .collect();
-    aff_labels.extend(&tr.affect);
-    let aff_spec = HeadSpec {
-        name: "affect".into(),
-        labels: AFFECTS.iter().map(|s| s.to_string()).collect(),
-        multi_label: false,
-        hidden: 512,
-    };
-    let mut affect = Head::train(
-        aff_spec,
-        &x_aff,
-        &Targets::Single {
-            labels: aff_labels.iter().map(|&l| l as u32).collect(),
-            weights: class_weights(&aff_labels, AFFECTS.len()),
-        },
-        // The MLP overfits GoEmotions past a few passes (train loss 0.28 and
-        // a calibration temperature of 2.0 after 30): a quarter of the passes.
-        &TrainOptions {
-            batch_size: 256,
-            epochs: cfg.options.epochs.div_ceil(4),
-            ..cfg.options.clone()
-        },
-        |e, l| epochs_log.push(("affect".to_string(), e, l)),
-    )?;
-    // intensity: ToM-lite only.
-    let int_spec = HeadSpec {
-        name: "intensity".into(),
-        labels: INTENSITIES.iter().map(|s| s.to_string()).collect(),
-        multi_label: false,
-        hidden: 0,
-    };
-    let int_bag = train_bagged(
-        &int_spec,
-        &x_tr,
-        &Targets::Single {
-            labels: tr.intensity.iter().map(|&l| l as u32).collect(),
-            weights: class_weights(&tr.intensity, INTENSITIES.len()),
-        },
-        &tr.group,
-        &small,
-        |_, e, l| epochs_log.push(("intensity".to_string(), e, l)),
-    )?;
-    let mut intensity = int_bag.head;
-    // One line per head and epoch; a bagged head's loss is its members' mean.
-    let mut per_epoch: Vec<(String, usize, f64, usize)> = Vec::new();
-    for (name, e, l) in &epochs_log {
-        match per_epoch
-            .iter_mut()
-            .find(|(n, pe, _, _)| n == name && pe == e)
-        {
-            Some(entry) => {
-                entry.2 += l;
-                entry.3 += 1;
-            }
-            None => per_epoch.push((name.clone(), *e, *l, 1)),
-        }
-    }
-    for (name, e, sum, n) in &per_epoch {
-        let bag = if *n > 1 {
-            format!(" (mean of {n} bagged members)")
-        } else {
-            String::new()
-        };
-        progress(&format!(
-            "{name}: epoch {e:>3} loss {:.4}{bag}",
-            sum / *n as f64
-        ));
-    }
+    let mut affect = train_affect_head(cfg, &data, &embedded, &mut losses)?;
+    let intensity_bag = train_intensity_head(&data, &embedded, &small, &mut losses)?;
+    let mut intensity = intensity_bag.head;
+    report_epoch_losses(&losses, progress);
 
-    // Calibration of the bagged heads on their out-of-bag logits of the
-    // training records (quotes left out: the classifier scores records).
-    let first_of_record: Vec<bool> = (0..tr.group.len())
-        .map(|i| i == 0 || tr.group[i] != tr.group[i - 1])
-        .collect();
-    // After fine-tuning, only the records the encoder did not see give
-    // honest held-out scores.
-    let unseen: Vec<bool> = tr
-        .group
-        .iter()
-        .map(|&g| cfg.finetune.is_none() || is_calibration(&train_recs[g].id))
-        .collect();
-    let oob_rows = |oob: &[Option<Vec<f32>>]| -> Vec<usize> {
-        (0..first_of_record.len().min(oob.len()))
-            .filter(|&i| first_of_record[i] && unseen[i] && oob[i].is_some())
-            .collect()
+    let honest = honest_rows(cfg, &data);
+    let tag_calibration = calibrate_tom(&mut tom, &tom_bag.oob, &honest, &data, progress);
+    let tom_bag_view = TomBag {
+        head: &tom,
+        members: &tom_bag.members,
+        oob: &tom_bag.oob,
     };
-    let rows = oob_rows(&tom_bag.oob);
-    let tom_oob: Vec<Vec<f32>> = rows
-        .iter()
-        .filter_map(|&i| tom_bag.oob[i].clone())
-        .collect();
-    let tom_gold: Vec<Vec<bool>> = rows
-        .iter()
-        .map(|&i| {
-            (0..TOM_KINDS.len())
-                .map(|k| tr.kinds[i].contains(&k))
-                .collect()
-        })
-        .collect();
-    tom.temperature = fit_temperature_sigmoid(&tom_oob, &tom_gold);
-    // Then P(tag right) from the two best kinds, on the same out-of-bag rows.
-    let tag_rows: Vec<(Vec<f64>, Vec<usize>)> = rows
-        .iter()
-        .zip(&tom_oob)
-        .map(|(&i, z)| {
-            let p = z
-                .iter()
-                .map(|&v| tomlite_models::metrics::sigmoid_t(v, tom.temperature))
-                .collect();
-            (p, tr.kinds[i].clone())
-        })
-        .collect();
-    let tag_calibration = tomlite_models::metrics::TagCalibration::fit(&tag_rows);
-    progress(&format!(
-        "tag calibration: primary {:?}, secondary {:?}",
-        tag_calibration
-            .primary
-            .map(|w| (w * 1000.0).round() / 1000.0),
-        tag_calibration
-            .secondary
-            .map(|w| (w * 1000.0).round() / 1000.0)
-    ));
-    // Edges: the person head and the edge calibrations.
-    let registry = match &cfg.nodes {
-        Some(p) => Some(Registry::load(p).map_err(|e| LearnError::Nodes(Box::new(e)))?),
-        None => None,
-    };
-    let pool: Vec<LabeledRecord> = train_recs.iter().chain(&dev_recs).cloned().collect();
-    let pool_texts: Vec<&str> = pool.iter().map(|r| r.text.as_str()).collect();
-    let pool_x = embed(&encoder, &pool_texts, "memory pool", cache, progress)?;
-    let mut first_row = vec![None; train_recs.len()];
-    for (i, &g) in tr.group.iter().enumerate() {
-        if first_row[g].is_none() {
-            first_row[g] = Some(i);
-        }
-    }
-    let record_oob: Vec<Option<Vec<f32>>> = first_row
-        .iter()
-        .map(|i| i.and_then(|i| tom_bag.oob[i].clone()))
-        .collect();
-    let edge_model = crate::train::edges::train_edges(
-        &crate::train::edges::EdgeTraining {
-            encoder: &encoder,
-            records: &train_recs,
-            pool: &pool,
-            pool_x: &pool_x,
-            registry: registry.as_ref(),
-            tom: &tom,
-            members: &tom_bag.members,
-            record_oob: &record_oob,
-            tag_calibration: &tag_calibration,
-            cache,
-        },
-        &small,
-        progress,
-    )?;
-    let ordinary: Vec<&str> = train_recs
-        .iter()
-        .map(|r| r.text.as_str())
-        .filter(|t| !crate::train::sensitive::may_be_sensitive(t))
-        .collect();
-    let sensitive = crate::train::sensitive::train_head(
+    let edge_model = train_edge_model(
+        cfg,
         &encoder,
-        &sensitivity,
-        &ordinary,
-        // After fine-tuning, only the records the encoder did not see
-        // give honest out-of-bag scores for the temperature.
-        &|r: &tomlite_models::data::SensitivityRecord| {
-            cfg.finetune.is_none() || is_calibration(&r.id)
-        },
-        &cfg.sensitivity_files
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", "),
+        &data,
+        &tom_bag_view,
+        &tag_calibration,
         &small,
         progress,
     )?;
-    let rows = oob_rows(&int_bag.oob);
-    let int_oob: Vec<Vec<f32>> = rows
-        .iter()
-        .filter_map(|&i| int_bag.oob[i].clone())
-        .collect();
-    let int_gold: Vec<usize> = rows.iter().map(|&i| tr.intensity[i]).collect();
-    intensity.temperature = fit_temperature_softmax(&int_oob, &int_gold);
-    progress(&format!(
-        "calibration: out-of-bag logits of {} training records ({} members per bag)",
-        rows.len(),
-        BAG_MEMBERS
-    ));
-    let x_aff_dv = Tensor::cat(&[&x_ge_dv, &x_dv], 0)?;
-    let mut aff_dv_gold: Vec<usize> = ge_dev
-        .iter()
-        .map(|e| index_of(&AFFECTS, e.affect).unwrap_or(5))
-        .collect();
-    aff_dv_gold.extend(&dv.affect);
-    affect.temperature = fit_temperature_softmax(&affect.logits_rows(&x_aff_dv)?, &aff_dv_gold);
+    let sensitive = train_sensitive_head(cfg, &encoder, &data, &small, progress)?;
+    calibrate_intensity(&mut intensity, &intensity_bag.oob, &honest, &data, progress);
+    calibrate_affect(&mut affect, &data, &embedded)?;
     progress(&format!(
         "temperatures: tom_kind {:.3}, affect {:.3}, intensity {:.3}",
         tom.temperature, affect.temperature, intensity.temperature
     ));
-
-    // Dev metrics for the card.
-    let ge_metrics = single_metrics(
-        &affect,
-        &x_ge_dv,
-        &ge_dev
-            .iter()
-            .map(|e| index_of(&AFFECTS, e.affect).unwrap_or(5))
-            .collect::<Vec<_>>(),
-        &AFFECTS,
-    )?;
-    let tom_metrics = tom_head_metrics(&tom, &x_dv, &dv.kinds)?;
-    let int_metrics = single_metrics(&intensity, &x_dv, &dv.intensity, &INTENSITIES)?;
-    let own_aff_metrics = single_metrics(&affect, &x_dv, &dv.affect, &AFFECTS)?;
-    progress(&format!(
-        "dev: tom_kind macro-F1 {:.3} | affect macro-F1 {:.3} (GoEmotions dev), {:.3} (ToM-lite dev) | intensity macro-F1 {:.3}",
-        tom_metrics["macro_f1"].as_f64().unwrap_or(0.0),
-        ge_metrics["macro_f1"].as_f64().unwrap_or(0.0),
-        own_aff_metrics["macro_f1"].as_f64().unwrap_or(0.0),
-        int_metrics["macro_f1"].as_f64().unwrap_or(0.0),
-    ));
-
-    let card = Card {
-        encoder_sha256: encoder.sha256().to_string(),
-        heads: vec![
-            HeadCard {
-                spec: tom.spec.clone(),
-                temperature: tom.temperature,
-                metrics: tom_metrics,
-            },
-            HeadCard {
-                spec: affect.spec.clone(),
-                temperature: affect.temperature,
-                metrics: json!({"goemotions_dev": ge_metrics, "tom_lite_dev": own_aff_metrics}),
-            },
-            HeadCard {
-                spec: intensity.spec.clone(),
-                temperature: intensity.temperature,
-                metrics: int_metrics,
-            },
-            HeadCard {
-                spec: edge_model.person.spec.clone(),
-                temperature: edge_model.person.temperature,
-                metrics: edge_model.metrics.clone(),
-            },
-        ]
-        .into_iter()
-        .chain(sensitive.as_ref().map(|t| HeadCard {
-            spec: t.head.spec.clone(),
-            temperature: t.head.temperature,
-            metrics: t.metrics.clone(),
-        }))
-        .collect(),
-        training_data: json!({
-            "files": data_hashes,
-            "dev_split": format!("styles {} held out; records without a style: FNV-1a(id) % 100 < 15", HELD_OUT_STYLES.join(", ")),
-            "tom_lite_train_records": train_recs.len(),
-            "tom_lite_train_examples": tr.texts.len(),
-            "tom_lite_dev_records": dev_recs.len(),
-            "goemotions_train": ge_train.len(),
-            "goemotions_train_cap": cfg.max_goemotions,
-            "goemotions_dev": ge_dev.len(),
-            "curated_examples": cur.texts.len(),
-            "curated_decisions": cur.stats,
-            "curated_from": cfg.curated.as_ref().map(|p| p.display().to_string()),
-        }),
-        training: json!({
-            "adapters_sha256": finetuned.as_ref().map(|f| f.sha256.clone()),
-            "finetune": finetuned.as_ref().map(|f| f.summary.clone()),
-            "options": cfg.options,
-            "limit": cfg.limit,
-            "final_loss": epochs_log.iter().rev().map(|(n, e, l)| json!({"head": n, "epoch": e, "loss": l})).take(3).collect::<Vec<_>>(),
-        }),
-        notes: json!({"command": "tomlite train"}),
-        tag_calibration: Some(tag_calibration),
-        edges: Some(edge_model.calibration),
-    };
-    let mut heads = Heads {
+    let dev = dev_metrics(&tom, &affect, &intensity, &data, &embedded, progress)?;
+    let card = heads_card(&CardInputs {
+        cfg,
+        encoder_sha256: encoder.sha256(),
+        data: &data,
+        tom: &tom,
+        affect: &affect,
+        intensity: &intensity,
+        edge_model: &edge_model,
+        sensitive: sensitive.as_ref(),
+        dev,
+        finetuned: finetuned.as_ref(),
+        losses: &losses,
+        tag_calibration: &tag_calibration,
+    });
+    let heads = Heads {
         tom_kind: tom,
         affect,
         intensity,
@@ -1088,8 +714,28 @@ pub fn train_with_steps(
         sensitive: sensitive.map(|t| t.head),
         card,
     };
+    save_heads(cfg, heads, finetuned.is_some())
+}
+
+/// The encoder the heads read: with the adapters fine-tuning just wrote,
+/// or as downloaded.
+fn load_encoder(cfg: &TrainConfig, finetuned: bool) -> Result<Encoder, LearnError> {
+    Ok(if finetuned {
+        Encoder::load_with_adapters(
+            &cfg.model_dir,
+            &cfg.heads_dir.join(tomlite_models::finetune::ADAPTERS_FILE),
+            tomlite_models::EncodeOptions::default(),
+        )?
+    } else {
+        Encoder::load(&cfg.model_dir)?
+    })
+}
+
+/// Saves the heads into the output folder; after fine-tuning, the
+/// adapters' card also gets the heads' dev figures. Returns the card.
+fn save_heads(cfg: &TrainConfig, mut heads: Heads, finetuned: bool) -> Result<Card, LearnError> {
     heads.save(&cfg.heads_dir)?;
-    if finetuned.is_some() {
+    if finetuned {
         // The adapters' card also carries the dev figures of the heads
         // fitted on them (the card's hashes are unchanged).
         let dev: BTreeMap<&str, serde_json::Value> = heads
@@ -1101,6 +747,653 @@ pub fn train_with_steps(
         add_card_figures(&cfg.heads_dir, json!({"dev": dev}))?;
     }
     Ok(heads.card)
+}
+
+/// The labeled data of one training run, split and limited.
+struct TrainingData {
+    /// ToM-lite training records (outside the dev split).
+    train_records: Vec<LabeledRecord>,
+    /// ToM-lite dev records ([`is_held_out`]).
+    dev_records: Vec<LabeledRecord>,
+    /// The training records and their gold quotes as examples.
+    train_set: TomSet,
+    /// The dev records as examples (no quotes).
+    dev_set: TomSet,
+    /// GoEmotions comments.
+    goemotions: GoEmotions,
+    /// How many curated decisions were read.
+    curated_decisions: usize,
+    /// The tom_kind examples of the curated decisions.
+    curated: CuratedSet,
+    /// sha256 of every data file.
+    data_hashes: BTreeMap<String, String>,
+    /// Records labeled for sensitive content.
+    sensitivity: Vec<tomlite_models::data::SensitivityRecord>,
+}
+
+/// The GoEmotions comments of one training run.
+struct GoEmotions {
+    /// The whole train split (limited): fine-tuning draws its own sample.
+    for_finetuning: Vec<AffectExample>,
+    /// The affect head's training comments (`max_goemotions` evenly spaced).
+    train: Vec<AffectExample>,
+    /// The dev split: the affect head's calibration and figures.
+    dev: Vec<AffectExample>,
+}
+
+/// Reads the ToM-lite, GoEmotions, curated and sensitivity data, splits
+/// and limits it as `cfg` says, and prints what it holds.
+fn read_training_data(
+    cfg: &TrainConfig,
+    progress: &mut dyn FnMut(&str),
+) -> Result<TrainingData, LearnError> {
+    let take = |n: usize| cfg.limit.map_or(n, |l| l.min(n));
+    let all = read_all(&cfg.tom_files)?;
+    let (dev, train): (Vec<_>, Vec<_>) = all.into_iter().partition(|(_, r)| is_held_out(r));
+    let path =
+        |v: &[(String, LabeledRecord)]| v.first().map(|(p, _)| p.clone()).unwrap_or_default();
+    let train_records: Vec<LabeledRecord> = train
+        .iter()
+        .map(|(_, r)| r.clone())
+        .take(take(train.len()))
+        .collect();
+    let dev_records: Vec<LabeledRecord> = dev
+        .iter()
+        .map(|(_, r)| r.clone())
+        .take(take(dev.len()))
+        .collect();
+    let train_set = tom_set(&train_records, &path(&train), true)?;
+    let dev_set = tom_set(&dev_records, &path(&dev), false)?;
+    let goemotions = read_goemotions_splits(cfg)?;
+    progress(&format!(
+        "data: {} ToM-lite train examples ({} records + quotes), {} dev records; GoEmotions {} train, {} dev",
+        train_set.texts.len(),
+        train_records.len(),
+        dev_records.len(),
+        goemotions.train.len(),
+        goemotions.dev.len()
+    ));
+    // Curated decisions join the tom_kind head's examples (never dev, never
+    // the calibration rows, which are the labeled records only).
+    let curated_rows: Vec<crate::curate::CuratedRow> = match &cfg.curated {
+        Some(dir) => crate::curate::Curated::load(dir)
+            .map_err(|e| LearnError::Curated(Box::new(e)))?
+            .rows()
+            .cloned()
+            .collect(),
+        None => Vec::new(),
+    };
+    Ok(TrainingData {
+        curated: curated_set(&curated_rows),
+        curated_decisions: curated_rows.len(),
+        data_hashes: data_hashes(cfg)?,
+        sensitivity: crate::train::sensitive::read_all(&cfg.sensitivity_files)?,
+        train_records,
+        dev_records,
+        train_set,
+        dev_set,
+        goemotions,
+    })
+}
+
+/// GoEmotions' train and dev splits, sampled and limited as `cfg` says.
+fn read_goemotions_splits(cfg: &TrainConfig) -> Result<GoEmotions, LearnError> {
+    let take = |n: usize| cfg.limit.map_or(n, |l| l.min(n));
+    let train = read_goemotions(&cfg.goemotions_train)?;
+    let dev = read_goemotions(&cfg.goemotions_dev)?;
+    let for_finetuning: Vec<AffectExample> = train.iter().take(take(usize::MAX)).cloned().collect();
+    let train: Vec<AffectExample> = match cfg.max_goemotions {
+        Some(m) if m < train.len() => {
+            let step = train.len() as f64 / m as f64;
+            (0..m)
+                .map(|i| train[(i as f64 * step) as usize].clone())
+                .collect()
+        }
+        _ => train,
+    };
+    Ok(GoEmotions {
+        for_finetuning,
+        train: train.into_iter().take(take(usize::MAX)).collect(),
+        dev: dev.into_iter().take(take(usize::MAX)).collect(),
+    })
+}
+
+/// Fine-tunes the encoder when `cfg` asks for it; otherwise removes the
+/// adapters an earlier fine-tuning run left in the output folder.
+fn finetune_or_clear(
+    cfg: &TrainConfig,
+    data: &TrainingData,
+    progress: &mut dyn FnMut(&str),
+    steps: &mut dyn FnMut(&Progress),
+) -> Result<Option<FineTunedInfo>, LearnError> {
+    if let Some(ft) = &cfg.finetune {
+        let inputs = FineTuneData {
+            records: &data.train_records,
+            tr: &data.train_set,
+            cur: &data.curated,
+            goemotions: &data.goemotions.for_finetuning,
+            sensitivity: &data.sensitivity,
+            data_hashes: &data.data_hashes,
+        };
+        return finetune(cfg, ft, &inputs, progress, steps).map(Some);
+    }
+    // Adapters left in the folder by a fine-tuning run belong to other
+    // heads than the ones written here: the classifier would refuse the
+    // pair.
+    for f in [
+        tomlite_models::finetune::ADAPTERS_FILE,
+        tomlite_models::finetune::ADAPTERS_CARD_FILE,
+    ] {
+        let p = cfg.heads_dir.join(f);
+        if p.is_file() {
+            std::fs::remove_file(&p).map_err(|source| LearnError::Remove {
+                path: p.clone(),
+                source,
+            })?;
+            progress(&format!(
+                "removed {} (adapters of earlier heads; these are trained without)",
+                p.display()
+            ));
+        }
+    }
+    Ok(None)
+}
+
+/// The embeddings the heads are trained, calibrated and measured on.
+struct Embedded {
+    /// ToM-lite training examples (records and quotes).
+    tom_train: Rows,
+    /// ToM-lite dev records.
+    tom_dev: Rows,
+    /// The affect head's GoEmotions training comments.
+    goemotions_train: Rows,
+    /// GoEmotions dev comments.
+    goemotions_dev: Rows,
+}
+
+/// The texts of GoEmotions comments.
+fn comment_texts(examples: &[AffectExample]) -> Vec<&str> {
+    examples.iter().map(|e| e.text.as_str()).collect()
+}
+
+fn embed_sets(
+    encoder: &Encoder,
+    data: &TrainingData,
+    cache: Option<&Path>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Embedded, LearnError> {
+    let train_texts = refs(&data.train_set.texts);
+    let dev_texts = refs(&data.dev_set.texts);
+    Ok(Embedded {
+        tom_train: embed(encoder, &train_texts, "ToM-lite train", cache, progress)?,
+        tom_dev: embed(encoder, &dev_texts, "ToM-lite dev", cache, progress)?,
+        goemotions_train: embed(
+            encoder,
+            &comment_texts(&data.goemotions.train),
+            "GoEmotions train",
+            cache,
+            progress,
+        )?,
+        goemotions_dev: embed(
+            encoder,
+            &comment_texts(&data.goemotions.dev),
+            "GoEmotions dev",
+            cache,
+            progress,
+        )?,
+    })
+}
+
+/// Per head and epoch, the training loss: one entry per bagged member.
+type EpochLosses = Vec<(String, usize, f64)>;
+
+/// tom_kind: multi-label, bagged, on the ToM-lite texts and gold quotes
+/// and the curated examples.
+fn train_tom_head(
+    encoder: &Encoder,
+    data: &TrainingData,
+    embedded: &Embedded,
+    cache: Option<&Path>,
+    small: &TrainOptions,
+    losses: &mut EpochLosses,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Bagged, LearnError> {
+    let spec = HeadSpec {
+        name: "tom_kind".into(),
+        labels: TOM_KINDS.iter().map(|s| s.to_string()).collect(),
+        multi_label: true,
+        hidden: 0,
+    };
+    let (train_set, curated) = (&data.train_set, &data.curated);
+    let mut targets = multi_hot(&train_set.kinds, TOM_KINDS.len());
+    let mut group = train_set.group.clone();
+    let embeddings = if curated.texts.is_empty() {
+        embedded.tom_train.clone()
+    } else {
+        progress(&format!(
+            "curated: {} decisions give {} tom_kind examples ({:?})",
+            data.curated_decisions,
+            curated.texts.len(),
+            curated.stats
+        ));
+        let curated_x = embed(encoder, &refs(&curated.texts), "curated", cache, progress)?;
+        let offset = train_set.group.iter().max().map_or(0, |g| g + 1);
+        targets.extend(curated.targets.iter().cloned());
+        group.extend(curated.group.iter().map(|g| g + offset));
+        Rows::concat(&[&embedded.tom_train, &curated_x])?
+    };
+    Ok(train_bagged(
+        &spec,
+        &embeddings,
+        &Targets::Multi(targets),
+        &group,
+        small,
+        |_, e, l| losses.push(("tom_kind".to_string(), e, l)),
+    )?)
+}
+
+/// The affect index of each GoEmotions comment (unknown: neutral).
+fn affect_labels(examples: &[AffectExample]) -> Vec<usize> {
+    examples
+        .iter()
+        .map(|e| index_of(&AFFECTS, e.affect).unwrap_or(5))
+        .collect()
+}
+
+/// affect: an MLP on GoEmotions train plus the ToM-lite train records,
+/// class-weighted.
+fn train_affect_head(
+    cfg: &TrainConfig,
+    data: &TrainingData,
+    embedded: &Embedded,
+    losses: &mut EpochLosses,
+) -> Result<Head, LearnError> {
+    let embeddings = Rows::concat(&[&embedded.goemotions_train, &embedded.tom_train])?;
+    let mut labels = affect_labels(&data.goemotions.train);
+    labels.extend(&data.train_set.affect);
+    let spec = HeadSpec {
+        name: "affect".into(),
+        labels: AFFECTS.iter().map(|s| s.to_string()).collect(),
+        multi_label: false,
+        hidden: 512,
+    };
+    Ok(Head::train(
+        spec,
+        &embeddings,
+        &Targets::Single {
+            labels: labels.iter().map(|&l| l as u32).collect(),
+            weights: class_weights(&labels, AFFECTS.len()),
+        },
+        // The MLP overfits GoEmotions past a few passes (train loss 0.28 and
+        // a calibration temperature of 2.0 after 30): a quarter of the passes.
+        &TrainOptions {
+            batch_size: 256,
+            epochs: cfg.options.epochs.div_ceil(4),
+            ..cfg.options.clone()
+        },
+        |e, l| losses.push(("affect".to_string(), e, l)),
+    )?)
+}
+
+/// intensity: bagged, on the ToM-lite training examples only.
+fn train_intensity_head(
+    data: &TrainingData,
+    embedded: &Embedded,
+    small: &TrainOptions,
+    losses: &mut EpochLosses,
+) -> Result<Bagged, LearnError> {
+    let spec = HeadSpec {
+        name: "intensity".into(),
+        labels: INTENSITIES.iter().map(|s| s.to_string()).collect(),
+        multi_label: false,
+        hidden: 0,
+    };
+    let labels = &data.train_set.intensity;
+    Ok(train_bagged(
+        &spec,
+        &embedded.tom_train,
+        &Targets::Single {
+            labels: labels.iter().map(|&l| l as u32).collect(),
+            weights: class_weights(labels, INTENSITIES.len()),
+        },
+        &data.train_set.group,
+        small,
+        |_, e, l| losses.push(("intensity".to_string(), e, l)),
+    )?)
+}
+
+/// One line per head and epoch; a bagged head's loss is its members' mean.
+fn report_epoch_losses(losses: &EpochLosses, progress: &mut dyn FnMut(&str)) {
+    // (head, epoch, sum of the losses, members)
+    let mut per_epoch: Vec<(String, usize, f64, usize)> = Vec::new();
+    for (name, epoch, loss) in losses {
+        match per_epoch
+            .iter_mut()
+            .find(|(n, e, _, _)| n == name && e == epoch)
+        {
+            Some(entry) => {
+                entry.2 += loss;
+                entry.3 += 1;
+            }
+            None => per_epoch.push((name.clone(), *epoch, *loss, 1)),
+        }
+    }
+    for (name, epoch, sum, members) in &per_epoch {
+        let bag = if *members > 1 {
+            format!(" (mean of {members} bagged members)")
+        } else {
+            String::new()
+        };
+        progress(&format!(
+            "{name}: epoch {epoch:>3} loss {:.4}{bag}",
+            sum / *members as f64
+        ));
+    }
+}
+
+/// Per training example: whether its out-of-bag logits are an honest
+/// held-out score for calibration. Only a record's own text counts (the
+/// classifier scores records, not quotes), and after fine-tuning only the
+/// records the encoder did not see.
+fn honest_rows(cfg: &TrainConfig, data: &TrainingData) -> Vec<bool> {
+    let group = &data.train_set.group;
+    (0..group.len())
+        .map(|i| {
+            let first_of_record = i == 0 || group[i] != group[i - 1];
+            let unseen = cfg.finetune.is_none() || is_calibration(&data.train_records[group[i]].id);
+            first_of_record && unseen
+        })
+        .collect()
+}
+
+/// The honest rows ([`honest_rows`]) that have out-of-bag logits.
+fn oob_rows(honest: &[bool], oob: &[Option<Vec<f32>>]) -> Vec<usize> {
+    (0..honest.len().min(oob.len()))
+        .filter(|&i| honest[i] && oob[i].is_some())
+        .collect()
+}
+
+/// Fits the tom_kind temperature on the bag's out-of-bag logits, then
+/// P(tag right) from the two best kinds on the same rows.
+fn calibrate_tom(
+    tom: &mut Head,
+    oob: &[Option<Vec<f32>>],
+    honest: &[bool],
+    data: &TrainingData,
+    progress: &mut dyn FnMut(&str),
+) -> TagCalibration {
+    let kinds = &data.train_set.kinds;
+    let rows = oob_rows(honest, oob);
+    let logits: Vec<Vec<f32>> = rows.iter().filter_map(|&i| oob[i].clone()).collect();
+    let gold: Vec<Vec<bool>> = rows
+        .iter()
+        .map(|&i| {
+            (0..TOM_KINDS.len())
+                .map(|k| kinds[i].contains(&k))
+                .collect()
+        })
+        .collect();
+    tom.temperature = fit_temperature_sigmoid(&logits, &gold);
+    let tag_rows: Vec<(Vec<f64>, Vec<usize>)> = rows
+        .iter()
+        .zip(&logits)
+        .map(|(&i, z)| {
+            let p = z.iter().map(|&v| sigmoid_t(v, tom.temperature)).collect();
+            (p, kinds[i].clone())
+        })
+        .collect();
+    let tag_calibration = TagCalibration::fit(&tag_rows);
+    progress(&format!(
+        "tag calibration: primary {:?}, secondary {:?}",
+        tag_calibration
+            .primary
+            .map(|w| (w * 1000.0).round() / 1000.0),
+        tag_calibration
+            .secondary
+            .map(|w| (w * 1000.0).round() / 1000.0)
+    ));
+    tag_calibration
+}
+
+/// The tom_kind head with its bag's members and out-of-bag logits.
+struct TomBag<'a> {
+    head: &'a Head,
+    members: &'a [(Head, Vec<bool>)],
+    oob: &'a [Option<Vec<f32>>],
+}
+
+/// Edges: the person head and the edge calibrations, on the training
+/// records, with every labeled record as the memory pool.
+fn train_edge_model(
+    cfg: &TrainConfig,
+    encoder: &Encoder,
+    data: &TrainingData,
+    tom: &TomBag<'_>,
+    tag_calibration: &TagCalibration,
+    small: &TrainOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<crate::train::edges::EdgeModel, LearnError> {
+    let registry = match &cfg.nodes {
+        Some(p) => Some(Registry::load(p).map_err(|e| LearnError::Nodes(Box::new(e)))?),
+        None => None,
+    };
+    let records = &data.train_records;
+    let pool: Vec<LabeledRecord> = records.iter().chain(&data.dev_records).cloned().collect();
+    let pool_texts: Vec<&str> = pool.iter().map(|r| r.text.as_str()).collect();
+    let cache = cfg.cache.as_deref();
+    let pool_x = embed(encoder, &pool_texts, "memory pool", cache, progress)?;
+    // Each record's first example is its own text.
+    let mut first_example = vec![None; records.len()];
+    for (i, &g) in data.train_set.group.iter().enumerate() {
+        if first_example[g].is_none() {
+            first_example[g] = Some(i);
+        }
+    }
+    let record_oob: Vec<Option<Vec<f32>>> = first_example
+        .iter()
+        .map(|i| i.and_then(|i| tom.oob[i].clone()))
+        .collect();
+    crate::train::edges::train_edges(
+        &crate::train::edges::EdgeTraining {
+            encoder,
+            records,
+            pool: &pool,
+            pool_x: &pool_x,
+            registry: registry.as_ref(),
+            tom: tom.head,
+            members: tom.members,
+            record_oob: &record_oob,
+            tag_calibration,
+            cache,
+        },
+        small,
+        progress,
+    )
+}
+
+/// The sensitive head, with the ToM-lite records that have no sensitive
+/// word as its weak negatives; `None` without sensitivity data.
+fn train_sensitive_head(
+    cfg: &TrainConfig,
+    encoder: &Encoder,
+    data: &TrainingData,
+    small: &TrainOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Option<crate::train::sensitive::Trained>, LearnError> {
+    let ordinary: Vec<&str> = data
+        .train_records
+        .iter()
+        .map(|r| r.text.as_str())
+        .filter(|t| !crate::train::sensitive::may_be_sensitive(t))
+        .collect();
+    crate::train::sensitive::train_head(
+        encoder,
+        &data.sensitivity,
+        &ordinary,
+        // After fine-tuning, only the records the encoder did not see
+        // give honest out-of-bag scores for the temperature.
+        &|r: &tomlite_models::data::SensitivityRecord| {
+            cfg.finetune.is_none() || is_calibration(&r.id)
+        },
+        &cfg.sensitivity_files
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        small,
+        progress,
+    )
+}
+
+/// Fits the intensity temperature on the bag's out-of-bag logits.
+fn calibrate_intensity(
+    intensity: &mut Head,
+    oob: &[Option<Vec<f32>>],
+    honest: &[bool],
+    data: &TrainingData,
+    progress: &mut dyn FnMut(&str),
+) {
+    let rows = oob_rows(honest, oob);
+    let logits: Vec<Vec<f32>> = rows.iter().filter_map(|&i| oob[i].clone()).collect();
+    let gold: Vec<usize> = rows.iter().map(|&i| data.train_set.intensity[i]).collect();
+    intensity.temperature = fit_temperature_softmax(&logits, &gold);
+    progress(&format!(
+        "calibration: out-of-bag logits of {} training records ({} members per bag)",
+        rows.len(),
+        BAG_MEMBERS
+    ));
+}
+
+/// Fits the affect temperature on GoEmotions dev and the ToM-lite dev
+/// records.
+fn calibrate_affect(
+    affect: &mut Head,
+    data: &TrainingData,
+    embedded: &Embedded,
+) -> Result<(), LearnError> {
+    let embeddings = Rows::concat(&[&embedded.goemotions_dev, &embedded.tom_dev])?;
+    let mut gold = affect_labels(&data.goemotions.dev);
+    gold.extend(&data.dev_set.affect);
+    affect.temperature = fit_temperature_softmax(&affect.logits_rows(&embeddings)?, &gold);
+    Ok(())
+}
+
+/// The heads' figures on the dev data, for the card.
+struct DevMetrics {
+    tom_kind: serde_json::Value,
+    affect_goemotions: serde_json::Value,
+    affect_tom_lite: serde_json::Value,
+    intensity: serde_json::Value,
+}
+
+fn dev_metrics(
+    tom: &Head,
+    affect: &Head,
+    intensity: &Head,
+    data: &TrainingData,
+    embedded: &Embedded,
+    progress: &mut dyn FnMut(&str),
+) -> Result<DevMetrics, LearnError> {
+    let dev_set = &data.dev_set;
+    let dev_x = &embedded.tom_dev;
+    let affect_goemotions = single_metrics(
+        affect,
+        &embedded.goemotions_dev,
+        &affect_labels(&data.goemotions.dev),
+        &AFFECTS,
+    )?;
+    let tom_kind = tom_head_metrics(tom, dev_x, &dev_set.kinds)?;
+    let intensity = single_metrics(intensity, dev_x, &dev_set.intensity, &INTENSITIES)?;
+    let affect_tom_lite = single_metrics(affect, dev_x, &dev_set.affect, &AFFECTS)?;
+    progress(&format!(
+        "dev: tom_kind macro-F1 {:.3} | affect macro-F1 {:.3} (GoEmotions dev), {:.3} (ToM-lite dev) | intensity macro-F1 {:.3}",
+        tom_kind["macro_f1"].as_f64().unwrap_or(0.0),
+        affect_goemotions["macro_f1"].as_f64().unwrap_or(0.0),
+        affect_tom_lite["macro_f1"].as_f64().unwrap_or(0.0),
+        intensity["macro_f1"].as_f64().unwrap_or(0.0),
+    ));
+    Ok(DevMetrics {
+        tom_kind,
+        affect_goemotions,
+        affect_tom_lite,
+        intensity,
+    })
+}
+
+/// What the heads' card is made of.
+struct CardInputs<'a> {
+    cfg: &'a TrainConfig,
+    encoder_sha256: &'a str,
+    data: &'a TrainingData,
+    tom: &'a Head,
+    affect: &'a Head,
+    intensity: &'a Head,
+    edge_model: &'a crate::train::edges::EdgeModel,
+    sensitive: Option<&'a crate::train::sensitive::Trained>,
+    dev: DevMetrics,
+    finetuned: Option<&'a FineTunedInfo>,
+    losses: &'a EpochLosses,
+    tag_calibration: &'a TagCalibration,
+}
+
+/// The heads' card: their specs, temperatures and figures, the data and
+/// the training settings.
+fn heads_card(inputs: &CardInputs<'_>) -> Card {
+    let head_card = |head: &Head, metrics: serde_json::Value| HeadCard {
+        spec: head.spec.clone(),
+        temperature: head.temperature,
+        metrics,
+    };
+    let dev = &inputs.dev;
+    let edge_model = inputs.edge_model;
+    let heads = vec![
+        head_card(inputs.tom, dev.tom_kind.clone()),
+        head_card(
+            inputs.affect,
+            json!({"goemotions_dev": dev.affect_goemotions, "tom_lite_dev": dev.affect_tom_lite}),
+        ),
+        head_card(inputs.intensity, dev.intensity.clone()),
+        head_card(&edge_model.person, edge_model.metrics.clone()),
+    ]
+    .into_iter()
+    .chain(
+        inputs
+            .sensitive
+            .map(|t| head_card(&t.head, t.metrics.clone())),
+    )
+    .collect();
+    Card {
+        encoder_sha256: inputs.encoder_sha256.to_string(),
+        heads,
+        training_data: training_data_figures(inputs.cfg, inputs.data),
+        training: json!({
+            "adapters_sha256": inputs.finetuned.map(|f| f.sha256.clone()),
+            "finetune": inputs.finetuned.map(|f| f.summary.clone()),
+            "options": inputs.cfg.options,
+            "limit": inputs.cfg.limit,
+            "final_loss": inputs.losses.iter().rev().map(|(n, e, l)| json!({"head": n, "epoch": e, "loss": l})).take(3).collect::<Vec<_>>(),
+        }),
+        notes: json!({"command": "tomlite train"}),
+        tag_calibration: Some(inputs.tag_calibration.clone()),
+        edges: Some(edge_model.calibration.clone()),
+    }
+}
+
+/// The card's `training_data`: files, split and example counts.
+fn training_data_figures(cfg: &TrainConfig, data: &TrainingData) -> serde_json::Value {
+    json!({
+        "files": data.data_hashes,
+        "dev_split": format!("styles {} held out; records without a style: FNV-1a(id) % 100 < 15", HELD_OUT_STYLES.join(", ")),
+        "tom_lite_train_records": data.train_records.len(),
+        "tom_lite_train_examples": data.train_set.texts.len(),
+        "tom_lite_dev_records": data.dev_records.len(),
+        "goemotions_train": data.goemotions.train.len(),
+        "goemotions_train_cap": cfg.max_goemotions,
+        "goemotions_dev": data.goemotions.dev.len(),
+        "curated_examples": data.curated.texts.len(),
+        "curated_decisions": data.curated.stats,
+        "curated_from": cfg.curated.as_ref().map(|p| p.display().to_string()),
+    })
 }
 
 /// Adds `extra`'s fields to the `figures` of the adapters' card in `dir`.
@@ -1124,7 +1417,7 @@ fn add_card_figures(dir: &Path, extra: serde_json::Value) -> Result<(), LearnErr
 
 fn single_metrics(
     head: &Head,
-    x: &Tensor,
+    x: &Rows,
     gold: &[usize],
     labels: &[&str],
 ) -> Result<serde_json::Value, LearnError> {
@@ -1162,7 +1455,7 @@ fn single_metrics(
 
 fn tom_head_metrics(
     head: &Head,
-    x: &Tensor,
+    x: &Rows,
     gold: &[Vec<usize>],
 ) -> Result<serde_json::Value, LearnError> {
     let logits = head.logits_rows(x)?;
@@ -1204,447 +1497,6 @@ fn tom_head_metrics(
         "ece_after": ece(&ct, &okt, 15),
         "per_label": per,
     }))
-}
-
-/// `tomlite eval` results.
-#[derive(Debug, Clone, Serialize)]
-pub struct EvalReport {
-    /// Per data set.
-    pub sets: Vec<serde_json::Value>,
-}
-
-/// Nodes as `tomlite eval` sees them: the registry's, and every labeled
-/// record as a memory.
-struct EvalNodes<'a> {
-    registry: Option<&'a Registry>,
-    memories: std::collections::HashSet<&'a str>,
-}
-
-impl Nodes for EvalNodes<'_> {
-    fn exists(&self, node: &str) -> crate::rules::decide::Exists {
-        let yes = match node.strip_prefix("memory:") {
-            Some(id) => self.memories.contains(id),
-            None => self.registry.is_some_and(|r| r.contains(node)),
-        };
-        if yes {
-            crate::rules::decide::Exists::Yes
-        } else {
-            crate::rules::decide::Exists::No
-        }
-    }
-}
-
-/// Edge figures of `tomlite eval`, accumulated record by record.
-#[derive(Default)]
-struct EdgeEval {
-    gold_mentions: usize,
-    mentions_proposed: usize,
-    mentions_promoted: usize,
-    /// Proposed registry edges: (confidence, target and relation right).
-    registry_conf: Vec<(f64, bool)>,
-    registry_proposed_right: usize,
-    registry_promoted: usize,
-    registry_promoted_right: usize,
-    gold_unknown: usize,
-    unknown_found: usize,
-    unknown_edges: usize,
-    false_unknowns: usize,
-    false_unknown_examples: Vec<String>,
-    gold_links: usize,
-    memory_proposed: usize,
-    memory_proposed_right: usize,
-    memory_promoted: usize,
-    memory_promoted_right: usize,
-    over_limit_records: usize,
-}
-
-impl EdgeEval {
-    fn add(&mut self, r: &LabeledRecord, edges: &[crate::rules::decide::EdgeItem]) {
-        use crate::train::edges::same_name;
-        let g = &r.gold;
-        self.gold_mentions += g.mentions.len();
-        self.gold_unknown += g.unknown_mentions.len();
-        self.gold_links += g.links_to.len();
-        if edges.len() > 2 {
-            self.over_limit_records += 1;
-        }
-        let promoted = |e: &crate::rules::decide::EdgeItem| e.reasons.is_empty();
-        let rel_right = |e: &crate::rules::decide::EdgeItem| {
-            e.relation.as_ref().is_some_and(|k| g.tom_kinds.contains(k))
-        };
-        for m in &g.mentions {
-            let hit = |only_promoted: bool| {
-                edges.iter().any(|e| {
-                    e.target_node.as_deref() == Some(m.as_str()) && (!only_promoted || promoted(e))
-                })
-            };
-            self.mentions_proposed += usize::from(hit(false));
-            self.mentions_promoted += usize::from(hit(true));
-        }
-        for u in &g.unknown_mentions {
-            self.unknown_found += usize::from(edges.iter().any(|e| {
-                e.target_node.is_none()
-                    && e.target_mention.as_deref().is_some_and(|t| same_name(t, u))
-            }));
-        }
-        for e in edges {
-            match e.target_node.as_deref() {
-                Some(t) if t.starts_with("memory:") => {
-                    let right = g.links_to.iter().any(|l| t == format!("memory:{l}"));
-                    self.memory_proposed += 1;
-                    self.memory_proposed_right += usize::from(right);
-                    if promoted(e) {
-                        self.memory_promoted += 1;
-                        self.memory_promoted_right += usize::from(right);
-                    }
-                }
-                Some(t) => {
-                    let right = g.mentions.iter().any(|m| m == t);
-                    self.registry_conf
-                        .push((e.confidence.unwrap_or(0.0), right && rel_right(e)));
-                    self.registry_proposed_right += usize::from(right);
-                    if promoted(e) {
-                        self.registry_promoted += 1;
-                        self.registry_promoted_right += usize::from(right);
-                    }
-                }
-                None => {
-                    self.unknown_edges += 1;
-                    let name = e.target_mention.as_deref().unwrap_or("");
-                    let known = g
-                        .unknown_mentions
-                        .iter()
-                        .chain(&g.people)
-                        .any(|u| same_name(name, u));
-                    if !known {
-                        self.false_unknowns += 1;
-                        if self.false_unknown_examples.len() < 40 {
-                            self.false_unknown_examples
-                                .push(format!("{}: {name}", r.id));
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    fn report(&self, records: usize) -> serde_json::Value {
-        let ratio = |a: usize, b: usize| {
-            if b == 0 {
-                serde_json::Value::Null
-            } else {
-                json!(a as f64 / b as f64)
-            }
-        };
-        let (conf, ok): (Vec<f64>, Vec<bool>) = self.registry_conf.iter().copied().unzip();
-        json!({
-            "registry": {
-                "gold_mentions": self.gold_mentions,
-                "proposed": self.registry_conf.len(),
-                "proposed_precision": ratio(self.registry_proposed_right, self.registry_conf.len()),
-                "proposed_recall": ratio(self.mentions_proposed, self.gold_mentions),
-                "promoted": self.registry_promoted,
-                "edge_precision": ratio(self.registry_promoted_right, self.registry_promoted),
-                "edge_recall": ratio(self.mentions_promoted, self.gold_mentions),
-                "confidence_ece": ece(&conf, &ok, 10),
-                "edge_right_rate": ratio(ok.iter().filter(|&&b| b).count(), ok.len()),
-            },
-            "unknown": {
-                "gold_unknown_mentions": self.gold_unknown,
-                "unknown_recall": ratio(self.unknown_found, self.gold_unknown),
-                "unknown_edges": self.unknown_edges,
-                "false_unknowns": self.false_unknowns,
-                "false_unknowns_per_100_records": self.false_unknowns as f64 * 100.0 / records.max(1) as f64,
-                "false_unknown_examples": self.false_unknown_examples,
-            },
-            "memory": {
-                "gold_links": self.gold_links,
-                "proposed": self.memory_proposed,
-                "proposed_precision": ratio(self.memory_proposed_right, self.memory_proposed),
-                "recall": ratio(self.memory_proposed_right, self.gold_links),
-                "promoted": self.memory_promoted,
-                "promoted_precision": ratio(self.memory_promoted_right, self.memory_promoted),
-            },
-            "records_over_the_edge_limit": self.over_limit_records,
-        })
-    }
-}
-
-/// Scores of one head against gold labels: `conf` calibrated, `raw` the
-/// same predictions' confidence before calibration (temperature 1).
-fn head_report(
-    labels: &[String],
-    gold: &[usize],
-    pred: &[usize],
-    conf: &[f64],
-    raw: &[f64],
-) -> serde_json::Value {
-    let l: Vec<&str> = labels.iter().map(String::as_str).collect();
-    let (per, macro_f1): (Vec<LabelScore>, f64) = classification_report(&l, gold, pred);
-    let correct: Vec<bool> = pred.iter().zip(gold).map(|(p, g)| p == g).collect();
-    json!({"n": gold.len(), "macro_f1": macro_f1, "accuracy": correct.iter().filter(|&&c| c).count() as f64 / correct.len().max(1) as f64,
-           "ece_before": ece(raw, &correct, 15), "ece_after": ece(conf, &correct, 15), "per_label": per})
-}
-
-fn raw_conf(logits: &[f32]) -> f64 {
-    tomlite_models::metrics::softmax_t(logits, 1.0)
-        .into_iter()
-        .fold(0.0, f64::max)
-}
-
-/// Evaluates the classifier, as the job would run it, on labeled records.
-///
-/// With a registry, edges too: every labeled record of the files is a
-/// memory that a record written after it (same persona) may link to.
-pub fn eval_records(
-    clf: &mut Classifier,
-    paths: &[PathBuf],
-    policy: &Policy,
-    dev_only: bool,
-    registry: Option<&Registry>,
-) -> Result<serde_json::Value, LearnError> {
-    let mut pool: Vec<LabeledRecord> = Vec::new();
-    for p in paths {
-        pool.extend(read_labeled(p)?);
-    }
-    let records: Vec<LabeledRecord> = pool
-        .iter()
-        .filter(|r| !dev_only || is_held_out(r))
-        .cloned()
-        .collect();
-    if let Some(reg) = registry {
-        clf.set_registry(reg);
-    }
-    {
-        let texts: Vec<&str> = pool.iter().map(|r| r.text.as_str()).collect();
-        let mut index = crate::graph::memory::MemoryIndex::default();
-        for (r, v) in pool.iter().zip(clf.embed(&texts)?) {
-            index.add(&r.id, &r.persona_id, crate::graph::memory::quantize(&v));
-        }
-        index.sort();
-        clf.set_memories(index);
-        clf.set_memory_times(
-            pool.iter()
-                .map(|r| (r.id.clone(), r.created_at.clone()))
-                .collect(),
-        );
-    }
-    let eval_nodes = EvalNodes {
-        registry,
-        memories: pool.iter().map(|r| r.id.as_str()).collect(),
-    };
-    let mut edge_eval = EdgeEval::default();
-    let path = paths.first().map(PathBuf::as_path).unwrap_or(Path::new(""));
-    let tom_labels: Vec<String> = clf.tom_labels().to_vec();
-    let aff_labels: Vec<String> = clf.affect_labels().to_vec();
-    let int_labels: Vec<String> = clf.intensity_labels().to_vec();
-    let (mut gold_k, mut pred_k) = (Vec::new(), Vec::new());
-    let (mut ga, mut pa, mut ca, mut ra) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut gi, mut pi, mut ci, mut ri) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut promoted, mut promoted_right, mut covered, mut with_kinds) =
-        (0usize, 0usize, 0usize, 0usize);
-    let (mut kc_before, mut kok_before, mut kc_after, mut kok_after) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    // Every tag the classifier emits: its confidence and whether it is right.
-    let (mut tag_conf, mut tag_ok) = (Vec::new(), Vec::new());
-    let (mut promoted_no_signal, mut quote_hits, mut quote_total, mut abstained) =
-        (0usize, 0usize, 0usize, 0usize);
-    let mut primary_right = 0usize;
-    // Records the sensitive content detector flags (these ToM-lite records
-    // are not labeled for sensitivity: a rate to watch, not an error rate).
-    let mut sensitive_detected = 0usize;
-    for chunk in records.chunks(64) {
-        let texts: Vec<&str> = chunk.iter().map(|r| r.text.as_str()).collect();
-        let scores = clf.score(&texts)?;
-        for (r, s) in chunk.iter().zip(&scores) {
-            // What the policy would promote.
-            let rec = Record {
-                id: r.id.clone(),
-                persona_id: r.persona_id.clone(),
-                kind: RecordKind::Journal,
-                source_path: path.display().to_string(),
-                created_at: r.created_at.clone(),
-                text: r.text.clone(),
-                flags: Vec::new(),
-                user_id: None,
-                origin: Origin {
-                    source: path.display().to_string(),
-                    line: 0,
-                },
-            };
-            let ann = clf.annotation(&rec, s);
-            let gk: Vec<usize> = r
-                .gold
-                .tom_kinds
-                .iter()
-                .filter_map(|k| tom_labels.iter().position(|l| l == k))
-                .collect();
-            let pk: Vec<usize> = ann
-                .tags
-                .iter()
-                .filter_map(|t| {
-                    t.tom_kind
-                        .as_ref()
-                        .and_then(|k| tom_labels.iter().position(|l| l == k))
-                })
-                .collect();
-            if pk.is_empty() {
-                abstained += 1;
-            }
-            if ann.sensitive.is_some() {
-                sensitive_detected += 1;
-            }
-            for t in &ann.tags {
-                if let (Some(k), Some(c)) = (&t.tom_kind, t.confidence) {
-                    tag_conf.push(c);
-                    tag_ok.push(r.gold.tom_kinds.contains(k));
-                }
-            }
-            let argmax = |p: &[f32]| {
-                let (i, v) = tomlite_models::metrics::argmax(p);
-                (i, f64::from(v))
-            };
-            if let Some(g) = aff_labels.iter().position(|l| *l == r.gold.affect) {
-                let (p, c) = argmax(&s.affect);
-                ga.push(g);
-                pa.push(p);
-                ca.push(c);
-                ra.push(raw_conf(&s.logits[1]));
-            }
-            if let Some(g) = int_labels.iter().position(|l| *l == r.gold.intensity) {
-                let (p, c) = argmax(&s.intensity);
-                gi.push(g);
-                pi.push(p);
-                ci.push(c);
-                ri.push(raw_conf(&s.logits[2]));
-            }
-            if !gk.is_empty() {
-                with_kinds += 1;
-                // The primary tag's kind is the gold primary; an abstention is a miss.
-                if pk.first() == gk.first() {
-                    primary_right += 1;
-                }
-            }
-            if let Decision::Annotated { tags, edges, .. } = decide(
-                &rec,
-                &crate::annotate::Annotated::Parsed(ann.clone()),
-                policy,
-                &eval_nodes,
-            ) {
-                if registry.is_some() {
-                    edge_eval.add(r, &edges);
-                }
-                let mut any = false;
-                for t in tags.iter().filter(|t| t.reasons.is_empty()) {
-                    any = true;
-                    promoted += 1;
-                    let k = t.tom_kind.as_deref().unwrap_or("");
-                    if r.gold.tom_kinds.iter().any(|g| g == k) {
-                        promoted_right += 1;
-                    }
-                    if gk.is_empty() {
-                        promoted_no_signal += 1;
-                    }
-                    // The quote supports the kind when it overlaps that kind's gold quote.
-                    if let Some(gq) = r
-                        .gold
-                        .tom_kinds
-                        .iter()
-                        .position(|g| g == k)
-                        .and_then(|i| r.gold.source_quotes.get(i))
-                        && let (Some(s0), Some(e0)) = (t.quote.start, t.quote.end)
-                    {
-                        quote_total += 1;
-                        if let Some(gs) = r.text.find(gq.as_str()) {
-                            let ge = gs + gq.len();
-                            if (s0 as usize) < ge && gs < e0 as usize {
-                                quote_hits += 1;
-                            }
-                        }
-                    }
-                }
-                if any && !gk.is_empty() {
-                    covered += 1;
-                }
-            }
-            for (i, (&p_cal, &z)) in s.tom_kind.iter().zip(&s.logits[0]).enumerate() {
-                let is = gk.contains(&i);
-                for (p, conf, ok) in [
-                    (f64::from(p_cal), &mut kc_after, &mut kok_after),
-                    (
-                        tomlite_models::metrics::sigmoid_t(z, 1.0),
-                        &mut kc_before,
-                        &mut kok_before,
-                    ),
-                ] {
-                    conf.push(if p >= 0.5 { p } else { 1.0 - p });
-                    ok.push((p >= 0.5) == is);
-                }
-            }
-            gold_k.push(gk);
-            pred_k.push(pk);
-        }
-    }
-    let tl: Vec<&str> = tom_labels.iter().map(String::as_str).collect();
-    let (per, macro_f1) = multilabel_report(&tl, &gold_k, &pred_k);
-    let ratio = |a: usize, b: usize| {
-        if b == 0 {
-            serde_json::Value::Null
-        } else {
-            json!(a as f64 / b as f64)
-        }
-    };
-    Ok(json!({
-        "data": paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
-        "split": if dev_only { "dev" } else { "all" },
-        "held_out_styles": HELD_OUT_STYLES,
-        "records": records.len(),
-        "sensitive_detected": sensitive_detected,
-        "tom_kind": {"macro_f1": macro_f1, "per_label": per, "abstained": abstained,
-                     "primary_right": ratio(primary_right, with_kinds),
-                     "ece_before": ece(&kc_before, &kok_before, 15), "ece_after": ece(&kc_after, &kok_after, 15)},
-        "affect": head_report(&aff_labels, &ga, &pa, &ca, &ra),
-        "intensity": head_report(&int_labels, &gi, &pi, &ci, &ri),
-        "tags": {
-            "n": tag_conf.len(),
-            "precision": ratio(tag_ok.iter().filter(|&&b| b).count(), tag_ok.len()),
-            "ece": ece(&tag_conf, &tag_ok, 10),
-            "at_or_above_0_8": {
-                "n": tag_conf.iter().filter(|&&c| c >= 0.8).count(),
-                "precision": ratio(
-                    tag_conf.iter().zip(&tag_ok).filter(|&(&c, &ok)| c >= 0.8 && ok).count(),
-                    tag_conf.iter().filter(|&&c| c >= 0.8).count()
-                ),
-            },
-        },
-        "policy": {
-            "promoted_tags": promoted,
-            "promoted_tag_precision": ratio(promoted_right, promoted),
-            "coverage": ratio(covered, with_kinds),
-            "promoted_on_no_signal_records": promoted_no_signal,
-            "quote_overlaps_gold": ratio(quote_hits, quote_total),
-        },
-        "edges": if registry.is_some() { edge_eval.report(records.len()) } else { serde_json::Value::Null },
-    }))
-}
-
-/// Evaluates the affect head on a GoEmotions TSV split.
-pub fn eval_goemotions(clf: &mut Classifier, tsv: &Path) -> Result<serde_json::Value, LearnError> {
-    let examples = read_goemotions(tsv)?;
-    let labels: Vec<String> = clf.affect_labels().to_vec();
-    let (mut g, mut p, mut c, mut r) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for chunk in examples.chunks(256) {
-        let texts: Vec<&str> = chunk.iter().map(|e| e.text.as_str()).collect();
-        for (e, s) in chunk.iter().zip(clf.score(&texts)?) {
-            let (pi, pc) = tomlite_models::metrics::argmax(&s.affect);
-            let pc = f64::from(pc);
-            g.push(labels.iter().position(|l| l == e.affect).unwrap_or(0));
-            p.push(pi);
-            c.push(pc);
-            r.push(raw_conf(&s.logits[1]));
-        }
-    }
-    Ok(json!({"data": tsv.display().to_string(), "affect": head_report(&labels, &g, &p, &c, &r)}))
 }
 
 #[cfg(test)]

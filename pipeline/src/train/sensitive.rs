@@ -4,12 +4,11 @@
 
 use std::path::PathBuf;
 
-use candle_core::{Device, Tensor};
 use serde_json::{Value, json};
-use tomlite_models::Encoder;
 use tomlite_models::data::{SensitivityRecord, read_sensitivity};
 use tomlite_models::heads::{Head, HeadSpec, Targets, TrainOptions};
 use tomlite_models::metrics::{ece, fit_temperature_softmax, softmax_t};
+use tomlite_models::{Encoder, Rows};
 
 use crate::annotate::classifier::Classifier;
 use crate::annotate::sensitive::{DEFAULT_THRESHOLD, labels, round4};
@@ -103,45 +102,12 @@ pub fn train_head(
     if train.is_empty() {
         return Ok(None);
     }
-    let texts: Vec<&str> = train.iter().map(|r| r.text.as_str()).collect();
-    let spans: Vec<Vec<(usize, usize)>> = train
-        .iter()
-        .map(|r| {
-            let q = r
-                .sensitivity
-                .quote
-                .as_deref()
-                .filter(|_| r.sensitivity.sensitive);
-            q.and_then(|q| r.text.find(q).map(|s| vec![(s, s + q.len())]))
-                .unwrap_or_default()
-        })
-        .collect();
-    let encoded = encoder.encode_with_spans(&texts, &spans)?;
-    let dim = encoder.dim();
-    let (mut rows, mut labels, mut group, mut is_record) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for (g, r) in train.iter().enumerate() {
-        let l = label_of(r, source)?;
-        rows.extend_from_slice(&encoded.embeddings[g]);
-        labels.push(l);
-        group.push(g);
-        is_record.push(true);
-        for v in encoded.spans[g].iter().flatten() {
-            rows.extend_from_slice(v);
-            labels.push(l);
-            group.push(g);
-            is_record.push(false);
-        }
-    }
-    // Weak negatives: ordinary memories ([`may_be_sensitive`] filtered),
-    // each its own group, never used for the temperature.
-    for (k, v) in encoder.encode(negatives)?.embeddings.iter().enumerate() {
-        rows.extend_from_slice(v);
-        labels.push(0);
-        group.push(train.len() + k);
-        is_record.push(false);
-    }
-    let x = Tensor::from_vec(rows, (labels.len(), dim), &Device::Cpu)?;
+    let TrainingRows {
+        x,
+        labels,
+        group,
+        is_record,
+    } = training_rows(encoder, &train, negatives, source)?;
     let spec = HeadSpec {
         name: "sensitive".into(),
         labels: self::labels(),
@@ -172,24 +138,7 @@ pub fn train_head(
     let oob_figures = figures(&p_oob, &gold, DEFAULT_THRESHOLD);
     // The dev styles, scored by the record vector alone (the detector's
     // full figures, rules included, come from `tomlite eval`).
-    let dev_figures = if dev.is_empty() {
-        Value::Null
-    } else {
-        let texts: Vec<&str> = dev.iter().map(|r| r.text.as_str()).collect();
-        let e = encoder.encode(&texts)?;
-        let flat: Vec<f32> = e.embeddings.concat();
-        let x = Tensor::from_vec(flat, (dev.len(), dim), &Device::Cpu)?;
-        let p: Vec<f64> = head
-            .logits_rows(&x)?
-            .iter()
-            .map(|z| 1.0 - softmax_t(z, head.temperature)[0])
-            .collect();
-        let gold: Vec<usize> = dev
-            .iter()
-            .map(|r| label_of(r, source))
-            .collect::<Result<_, _>>()?;
-        figures(&p, &gold, DEFAULT_THRESHOLD)
-    };
+    let dev_figures = dev_figures(encoder, &head, &dev, source)?;
     progress(&format!(
         "sensitive head: {} training records and {} ordinary memories ({} rows), temperature {:.3}; out of bag at P >= {DEFAULT_THRESHOLD}: recall {}, controls flagged {}; dev styles ({}): recall {}, controls flagged {}",
         train.len(),
@@ -213,6 +162,94 @@ pub fn train_head(
             "dev_record_vector_only": dev_figures,
         }),
     }))
+}
+
+/// The sensitive head's training rows: per example its vector, its
+/// label, its group (record) and whether it is a record's own vector.
+struct TrainingRows {
+    x: Rows,
+    labels: Vec<usize>,
+    group: Vec<usize>,
+    is_record: Vec<bool>,
+}
+
+/// Each training record's vector, and for a sensitive record its quote's
+/// in-context vector, then the weak negatives: ordinary memories
+/// ([`may_be_sensitive`] filtered), each its own group, never used for
+/// the temperature.
+fn training_rows(
+    encoder: &Encoder,
+    train: &[&SensitivityRecord],
+    negatives: &[&str],
+    source: &str,
+) -> Result<TrainingRows, LearnError> {
+    let texts: Vec<&str> = train.iter().map(|r| r.text.as_str()).collect();
+    let spans: Vec<Vec<(usize, usize)>> = train
+        .iter()
+        .map(|r| {
+            let q = r
+                .sensitivity
+                .quote
+                .as_deref()
+                .filter(|_| r.sensitivity.sensitive);
+            q.and_then(|q| r.text.find(q).map(|s| vec![(s, s + q.len())]))
+                .unwrap_or_default()
+        })
+        .collect();
+    let encoded = encoder.encode_with_spans(&texts, &spans)?;
+    let (mut rows, mut labels, mut group, mut is_record) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (g, r) in train.iter().enumerate() {
+        let l = label_of(r, source)?;
+        rows.extend_from_slice(&encoded.embeddings[g]);
+        labels.push(l);
+        group.push(g);
+        is_record.push(true);
+        for v in encoded.spans[g].iter().flatten() {
+            rows.extend_from_slice(v);
+            labels.push(l);
+            group.push(g);
+            is_record.push(false);
+        }
+    }
+    for (k, v) in encoder.encode(negatives)?.embeddings.iter().enumerate() {
+        rows.extend_from_slice(v);
+        labels.push(0);
+        group.push(train.len() + k);
+        is_record.push(false);
+    }
+    Ok(TrainingRows {
+        x: Rows::new(rows, encoder.dim())?,
+        labels,
+        group,
+        is_record,
+    })
+}
+
+/// The head's figures on the dev styles, each record scored by its own
+/// vector; `null` without dev records.
+fn dev_figures(
+    encoder: &Encoder,
+    head: &Head,
+    dev: &[&SensitivityRecord],
+    source: &str,
+) -> Result<Value, LearnError> {
+    if dev.is_empty() {
+        return Ok(Value::Null);
+    }
+    let texts: Vec<&str> = dev.iter().map(|r| r.text.as_str()).collect();
+    let encoded = encoder.encode(&texts)?;
+    let x = Rows::from_vectors(&encoded.embeddings, encoder.dim())?;
+    let p: Vec<f64> = head
+        .logits_rows(&x)?
+        .iter()
+        .map(|z| 1.0 - softmax_t(z, head.temperature)[0])
+        .collect();
+    let gold: Vec<usize> = dev
+        .iter()
+        .map(|r| label_of(r, source))
+        .collect::<Result<_, _>>()?;
+    Ok(figures(&p, &gold, DEFAULT_THRESHOLD))
 }
 
 /// Recall (overall and per category), false positives on the controls and
