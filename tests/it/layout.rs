@@ -209,3 +209,19 @@ fn the_folders_are_layers() {
         upward.join("\n")
     );
 }
+
+#[test]
+fn the_pipeline_builds_no_tensors() {
+    // Candle stays in the models crate: the pipeline hands it texts and
+    // plain f32 rows (tomlite_models::Rows) and gets scores back.
+    let mut found = Vec::new();
+    for file in modules().values() {
+        let code = code(file);
+        for word in ["candle", "Tensor"] {
+            if code.contains(word) {
+                found.push(format!("{} names `{word}`", file.display()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}

@@ -15,9 +15,9 @@ use crate::graph::nodes::Registry;
 use crate::ingest::record::{Origin, Record, RecordKind};
 use crate::rules::decide::{Decision, Nodes, decide};
 use crate::rules::policy::Policy;
-use crate::train::HELD_OUT_STYLES;
 use crate::train::error::LearnError;
-use crate::train::is_held_out;
+use crate::train::split::HELD_OUT_STYLES;
+use crate::train::split::is_held_out;
 
 /// `tomlite eval` results.
 #[derive(Debug, Clone, Serialize)]

@@ -21,12 +21,13 @@ pub mod edges;
 pub mod error;
 pub mod eval;
 pub mod sensitive;
+pub mod split;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
-use tomlite_models::data::{AffectExample, LabeledRecord, is_dev, read_goemotions, read_labeled};
+use tomlite_models::data::{AffectExample, LabeledRecord, read_goemotions, read_labeled};
 use tomlite_models::finetune::{Example, FineTuneOptions, FineTuner, HeadSpecs, Progress};
 use tomlite_models::heads::{Card, Head, HeadCard, HeadSpec, Heads, Targets, TrainOptions};
 use tomlite_models::metrics::{
@@ -38,6 +39,7 @@ use tomlite_models::{Encoder, Rows};
 use crate::graph::nodes::Registry;
 pub use crate::train::error::LearnError;
 pub use crate::train::eval::{EvalReport, eval_goemotions, eval_records};
+pub use crate::train::split::{HELD_OUT_STYLES, is_calibration, is_held_out};
 use crate::vocab::{AFFECTS, INTENSITIES, TOM_KINDS};
 use tomlite_models::bagging::{BAG_MEMBERS, Bagged, class_weights, train_bagged};
 
@@ -71,45 +73,6 @@ pub struct TrainConfig {
     pub curated: Option<PathBuf>,
     /// Fine-tune the encoder first (`None`: frozen encoder).
     pub finetune: Option<FineTuneConfig>,
-}
-
-/// Whole styles of `data/training/styles` held out of training, for the
-/// dev split and `tomlite eval --dev`: four kinds of writing the others do
-/// not cover (emoji-heavy social posts, memories told in the third person,
-/// reported speech of other people, logistics with no signal).
-pub const HELD_OUT_STYLES: [&str; 4] = [
-    "emoji_social",
-    "third_person_memory",
-    "reported_speech",
-    "logistics_admin",
-];
-
-/// Whether a labeled record belongs to the dev split: its style is one of
-/// [`HELD_OUT_STYLES`]; a record without a style (the first set) by the
-/// stable hash of its id ([`is_dev`], 15 %).
-pub fn is_held_out(r: &LabeledRecord) -> bool {
-    match &r.style {
-        Some(style) => HELD_OUT_STYLES.contains(&style.as_str()),
-        None => is_dev(&r.id),
-    }
-}
-
-/// FNV-1a of an id, as [`is_dev`] hashes it, in 0..100.
-fn id_bucket(id: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in id.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h % 100
-}
-
-/// Whether a training record is kept out of fine-tuning so that the
-/// calibration of the heads fitted afterwards sees records the encoder
-/// never saw: the ids whose hash falls in 15..35 (a fifth of them; dev
-/// is 0..15).
-pub fn is_calibration(id: &str) -> bool {
-    (15..35).contains(&id_bucket(id))
 }
 
 /// How `tomlite train` fine-tunes the encoder.
@@ -1502,6 +1465,7 @@ fn tom_head_metrics(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tomlite_models::data::is_dev;
 
     fn labeled(id: &str, text: &str, kinds: &[&str], quotes: &[&str]) -> LabeledRecord {
         serde_json::from_value(json!({

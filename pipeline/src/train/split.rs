@@ -1,0 +1,43 @@
+//! The dev split: whole styles held out, a stable 15 % of the records
+//! without a style, and the calibration ids kept out of fine-tuning.
+
+use tomlite_models::data::{LabeledRecord, is_dev};
+
+/// Whole styles of `data/training/styles` held out of training, for the
+/// dev split and `tomlite eval --dev`: four kinds of writing the others do
+/// not cover (emoji-heavy social posts, memories told in the third person,
+/// reported speech of other people, logistics with no signal).
+pub const HELD_OUT_STYLES: [&str; 4] = [
+    "emoji_social",
+    "third_person_memory",
+    "reported_speech",
+    "logistics_admin",
+];
+
+/// Whether a labeled record belongs to the dev split: its style is one of
+/// [`HELD_OUT_STYLES`]; a record without a style (the first set) by the
+/// stable hash of its id ([`is_dev`], 15 %).
+pub fn is_held_out(r: &LabeledRecord) -> bool {
+    match &r.style {
+        Some(style) => HELD_OUT_STYLES.contains(&style.as_str()),
+        None => is_dev(&r.id),
+    }
+}
+
+/// FNV-1a of an id, as [`is_dev`] hashes it, in 0..100.
+fn id_bucket(id: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in id.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h % 100
+}
+
+/// Whether a training record is kept out of fine-tuning so that the
+/// calibration of the heads fitted afterwards sees records the encoder
+/// never saw: the ids whose hash falls in 15..35 (a fifth of them; dev
+/// is 0..15).
+pub fn is_calibration(id: &str) -> bool {
+    (15..35).contains(&id_bucket(id))
+}
