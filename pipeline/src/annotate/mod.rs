@@ -1,5 +1,5 @@
 //! The annotation contract between any annotator and the validator, and the
-//! [`Annotator`] trait; [`file`] reads annotations made elsewhere,
+//! [`Annotator`] trait; [`mod@file`] reads annotations made elsewhere,
 //! [`classifier`] makes them, [`verdict`] parses raw annotator output.
 //!
 //! Annotations are read leniently: a field with the wrong type does not

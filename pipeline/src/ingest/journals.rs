@@ -5,7 +5,7 @@
 //! `--journal-persona` for files at the root, `created_at` is the date the
 //! file starts with, else its modification time.
 //!
-//! One walker ([`list`]) decides what is read, for the records and the
+//! One walker (`list`) decides what is read, for the records and the
 //! folder's sha256 alike: regular files and real folders only. Symbolic
 //! links are never followed (a link to a file inside the folder would make a
 //! second record of it, one outside would read what is not the folder's, a

@@ -17,19 +17,20 @@ pub fn line_cap(opts: &IngestOptions) -> usize {
     (opts.max_text_bytes as usize).saturating_mul(6) + 64 * 1024
 }
 
-/// Streams JSONL records from any reader: the parser behind [`open`] for a
+/// Streams JSONL records from any reader: the parser behind [`crate::ingest::open_input`] for a
 /// JSONL file, as a function of the bytes alone (the fuzz target and the
 /// corpus replay test drive it with an in-memory buffer). `path` names the
 /// input in every item; lines longer than `line_cap` bytes are rejected.
 ///
-/// Each line that is not blank yields exactly one item, a [`Record`] or a
+/// Each line that is not blank yields exactly one item, a [`crate::ingest::record::Record`] or a
 /// [`Reject`], in order; blank lines yield nothing. A UTF-8 byte order mark
 /// at the start is not part of the first line. An input that starts like
 /// UTF-16 text, a compressed file, a zip archive or a Parquet file yields a
 /// single reject at line 0 instead, naming the format.
 ///
 /// ```
-/// use tomlite::ingest::record::{IngestOptions, Item, jsonl_items, line_cap};
+/// use tomlite::ingest::jsonl::{jsonl_items, line_cap};
+/// use tomlite::ingest::record::{IngestOptions, Item};
 /// let opts = IngestOptions::default();
 /// let input = &b"{\"id\": 1}\n\nnot json\n"[..];
 /// let items: Vec<Item> = jsonl_items(input, "in.jsonl".as_ref(), &opts, line_cap(&opts))

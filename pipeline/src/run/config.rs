@@ -31,7 +31,7 @@ pub struct RunConfig {
     /// The command line, for the status stream.
     pub command: String,
     /// Stop taking new records when this instant is near; commit what is
-    /// done ([`StopCondition::Deadline`]).
+    /// done ([`crate::stage::receipt::StopCondition::Deadline`]).
     pub deadline: Option<Instant>,
     /// Process only the records of one shard.
     pub shard: Option<Shard>,

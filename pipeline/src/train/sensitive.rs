@@ -35,7 +35,7 @@ pub fn is_held_out(r: &SensitivityRecord) -> bool {
 /// sensitive). This is a training-data filter, not a detector.
 const MAYBE_SENSITIVE: &str = r"(?i)therap|psychiatr|counsel|antidepress|medicat|\bmeds\b|diagnos|cancer|chemo|tumou?r|biopsy|surgery|operation|hospital|clinic|pregnan|miscarr|\bivf\b|depress|suicid|self.harm|overdose|abus|assault|violen|police|arrest|court|lawyer|solicitor|custody|divorc|\bvisa\b|immigra|deport|debt|loan|overdraft|bankrupt|evict|arrears|gambl|salary|password|\bpin\b|account number|\bsex|\bstds?\b|\bstis?\b|\bgay\b|lesbian|\btrans\b|queer|coming out|came out|religio|mosque|synagogue|temple|faith|pray|secret|don't tell|nobody knows|confided|illness|disease|insulin|diabet|adhd|autis|rehab|sober|alcohol|drunk|drugs|addict|grief|funeral|died|death|dying|panic attack|eating disorder|anorex|bulim|harass|stalk|threat|affair|cheat|porn|nude|condom|contracep|\bhiv\b|herpes|disabilit|mental health|breakdown|burnout|prescri|\bgp\b|doctor|nurse";
 
-/// Whether `text` has a word of [`MAYBE_SENSITIVE`].
+/// Whether `text` has a word of `MAYBE_SENSITIVE`.
 pub fn may_be_sensitive(text: &str) -> bool {
     static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     RE.get_or_init(|| regex::Regex::new(MAYBE_SENSITIVE).expect("a valid pattern"))
