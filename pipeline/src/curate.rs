@@ -409,9 +409,15 @@ pub fn apply(
         source,
     })?;
     let mut report = ApplyReport::default();
-    let mut cache = HashMap::new();
-    let mut registries: HashMap<String, Option<Registry>> = HashMap::new();
-    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let mut context = DecisionContext {
+        staging: staging_root,
+        state: &state,
+        latest: latest.as_deref(),
+        registry,
+        registries: HashMap::new(),
+        run_items: HashMap::new(),
+        now: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    };
     let mut changed = false;
     for line in DecisionLines::new(file) {
         let (n, line) = line.map_err(|source| CurateError::Io {
@@ -431,16 +437,7 @@ pub fn apply(
                 continue;
             }
         };
-        match decide_line(
-            &line,
-            staging_root,
-            &state,
-            latest.as_deref(),
-            registry,
-            &mut registries,
-            &mut cache,
-            &now,
-        )? {
+        match decide_line(&line, &mut context)? {
             Err((item_id, field, message)) => report.errors.push(LineError {
                 line: n,
                 item_id,
@@ -553,221 +550,404 @@ impl<R: std::io::Read> Iterator for DecisionLines<R> {
     }
 }
 
-type LineResult = Result<CuratedRow, (Option<String>, String, String)>;
+/// Why a decisions line is not applied: the item it names (if any), the
+/// field at fault, the message.
+type LineFault = (Option<String>, String, String);
 
-#[allow(clippy::too_many_arguments)]
-fn decide_line(
-    line: &str,
-    staging: &Path,
-    state: &State,
-    latest: Option<&str>,
-    registry: Option<&Registry>,
-    registries: &mut HashMap<String, Option<Registry>>,
-    cache: &mut RunItems,
-    now: &str,
-) -> Result<LineResult, CurateError> {
-    let bad = |item: Option<&str>, field: &str, message: String| {
-        Ok(Err((item.map(str::to_string), field.to_string(), message)))
+/// A decisions line applied as a row, or why it is not.
+type LineResult = Result<CuratedRow, LineFault>;
+
+/// A [`LineFault`] for `item`'s `field`.
+fn fault(item: Option<&str>, field: &str, message: impl Into<String>) -> LineFault {
+    (item.map(str::to_string), field.to_string(), message.into())
+}
+
+/// What every decisions line of one `apply` is checked against: the
+/// staging directory, its state and latest run, the registry given (else
+/// each run's own, read once), the quarantined items read so far, and the
+/// time the decisions are applied at.
+struct DecisionContext<'a> {
+    staging: &'a Path,
+    state: &'a State,
+    latest: Option<&'a str>,
+    registry: Option<&'a Registry>,
+    registries: HashMap<String, Option<Registry>>,
+    run_items: RunItems,
+    now: String,
+}
+
+/// The text fields of a decisions line (a blank string counts as absent).
+struct DecisionFields {
+    run_id: Option<String>,
+    item_id: Option<String>,
+    decision: Option<String>,
+    label: Option<String>,
+    target_node: Option<String>,
+    curator: Option<String>,
+    note: Option<String>,
+    decided_at: Option<String>,
+}
+
+/// Parses a decisions line into its fields; the first field that is not a
+/// string (or null) is the fault.
+fn decision_fields(line: &str) -> Result<DecisionFields, LineFault> {
+    let object = match serde_json::from_str::<Value>(line) {
+        Ok(Value::Object(object)) => object,
+        Ok(_) => return Err(fault(None, "(line)", "expected a JSON object")),
+        Err(e) => return Err(fault(None, "(line)", format!("malformed JSON: {e}"))),
     };
-    let m = match serde_json::from_str::<Value>(line) {
-        Ok(Value::Object(m)) => m,
-        Ok(_) => return bad(None, "(line)", "expected a JSON object".into()),
-        Err(e) => return bad(None, "(line)", format!("malformed JSON: {e}")),
-    };
-    let text = |k: &str| -> Result<Option<String>, String> {
-        match m.get(k) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(_) => Err(format!("{k}: expected a string")),
+    let field = |name: &str| match object.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) if text.trim().is_empty() => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text.clone())),
+        Some(_) => {
+            let item = text_field(&object, "item_id");
+            Err(fault(
+                item.as_deref(),
+                name,
+                format!("{name}: expected a string"),
+            ))
         }
     };
-    let mut fields = BTreeMap::new();
-    for k in [
-        "run_id",
-        "item_id",
-        "decision",
-        "label",
-        "target_node",
-        "curator",
-        "note",
-        "decided_at",
-    ] {
-        match text(k) {
-            Ok(v) => {
-                fields.insert(k, v);
-            }
-            Err(e) => {
-                let item = text_field(&m, "item_id");
-                return bad(item.as_deref(), k, e);
-            }
+    Ok(DecisionFields {
+        run_id: field("run_id")?,
+        item_id: field("item_id")?,
+        decision: field("decision")?,
+        label: field("label")?,
+        target_node: field("target_node")?,
+        curator: field("curator")?,
+        note: field("note")?,
+        decided_at: field("decided_at")?,
+    })
+}
+
+/// The committed run a decision names, or the latest one when it names none.
+fn resolve_run(
+    context: &DecisionContext<'_>,
+    run_id: Option<String>,
+    item: Option<&str>,
+) -> Result<String, LineFault> {
+    match run_id {
+        Some(run_id) => {
+            committed_run(context.staging, context.state, &run_id)
+                .map_err(|why| fault(item, "run_id", why))?;
+            Ok(run_id)
         }
-    }
-    let get = |k: &str| fields.get(k).cloned().flatten();
-    let Some(item_id) = get("item_id") else {
-        return bad(None, "item_id", "missing".into());
-    };
-    let item = Some(item_id.as_str());
-    let run_id = match get("run_id") {
-        Some(r) => {
-            if let Err(why) = committed_run(staging, state, &r) {
-                return bad(item, "run_id", why);
-            }
-            r
-        }
-        None => match latest {
-            None => return bad(item, "run_id", "missing, and no run was committed".into()),
-            Some(l) => {
-                if let Err(why) = committed_run(staging, state, l) {
-                    return bad(item, "run_id", format!("missing, and LATEST: {why}"));
-                }
-                l.to_string()
+        None => match context.latest {
+            None => Err(fault(item, "run_id", "missing, and no run was committed")),
+            Some(latest) => {
+                committed_run(context.staging, context.state, latest)
+                    .map_err(|why| fault(item, "run_id", format!("missing, and LATEST: {why}")))?;
+                Ok(latest.to_string())
             }
         },
+    }
+}
+
+/// The quarantined item `item_id` of run `run_id`, among the items read.
+fn quarantined_item<'r>(
+    run_items: &'r RunItems,
+    run_id: &str,
+    item_id: &str,
+) -> Result<&'r Map<String, Value>, LineFault> {
+    let item = Some(item_id);
+    let Some(items) = run_items.get(run_id).and_then(Option::as_ref) else {
+        return Err(fault(
+            item,
+            "run_id",
+            format!("no committed run `{run_id}`"),
+        ));
     };
-    run_items(staging, &run_id, cache)?;
-    let Some(items) = cache.get(&run_id).and_then(Option::as_ref) else {
-        return bad(item, "run_id", format!("no committed run `{run_id}`"));
-    };
-    let Some(q) = items.get(&item_id) else {
-        return bad(
+    items.get(item_id).ok_or_else(|| {
+        fault(
             item,
             "item_id",
             format!("not in the quarantine of run `{run_id}`"),
-        );
+        )
+    })
+}
+
+/// Who decided what, and when: the fields every decision needs.
+struct Signature {
+    decision: String,
+    curator: String,
+    decided_at: String,
+}
+
+/// The decision, the curator and an RFC3339 `decided_at`, in that order.
+fn signature(fields: &mut DecisionFields, item: Option<&str>) -> Result<Signature, LineFault> {
+    let decision = fields
+        .decision
+        .take()
+        .ok_or_else(|| fault(item, "decision", "missing"))?;
+    let curator = fields
+        .curator
+        .take()
+        .ok_or_else(|| fault(item, "curator", "missing: who decided"))?;
+    let decided_at = fields
+        .decided_at
+        .take()
+        .ok_or_else(|| fault(item, "decided_at", "missing"))?;
+    if let Err(e) = chrono::DateTime::parse_from_rfc3339(&decided_at) {
+        let message = format!("`{decided_at}` is not RFC3339: {e}");
+        return Err(fault(item, "decided_at", message));
+    }
+    Ok(Signature {
+        decision,
+        curator,
+        decided_at,
+    })
+}
+
+/// The nodes an edge may point at: committed memories (`memory:<id>`) and
+/// the registry's nodes.
+struct KnownNodes<'a> {
+    state: &'a State,
+    registry: Option<&'a Registry>,
+}
+
+impl KnownNodes<'_> {
+    fn contains(&self, target: &str) -> bool {
+        match target.strip_prefix("memory:") {
+            Some(id) => self.state.contains(id),
+            None => self
+                .registry
+                .is_some_and(|registry| registry.contains(target)),
+        }
+    }
+}
+
+/// The quarantined item's type, label and target, as the run staged them.
+struct Original {
+    item_type: String,
+    label: Option<String>,
+    target: Option<String>,
+}
+
+/// Whether an item may be accepted as it is: a label in the vocabulary
+/// and, for an edge, a known target.
+fn check_accept(
+    original: &Original,
+    nodes: &KnownNodes<'_>,
+    item: Option<&str>,
+) -> Result<(), LineFault> {
+    if original.item_type == "annotation" {
+        return Err(fault(
+            item,
+            "decision",
+            "an unreadable annotation has no label to accept: relabel it to a tom_kind or reject it",
+        ));
+    }
+    if let Some(label) = &original.label
+        && !TOM_KINDS.contains(&label.as_str())
+    {
+        let message =
+            format!("`{label}` is outside the vocabulary: relabel it instead of accepting");
+        return Err(fault(item, "decision", message));
+    }
+    if original.item_type == "edge"
+        && !original
+            .target
+            .as_deref()
+            .is_some_and(|target| nodes.contains(target))
+    {
+        return Err(fault(
+            item,
+            "decision",
+            "the edge's target is not in the registry: relabel it to a registry node",
+        ));
+    }
+    Ok(())
+}
+
+/// A relabelled edge's label and target: a known node, and a tom_kind
+/// (the original label when the line gives none).
+fn relabel_edge(
+    fields: &DecisionFields,
+    original: &Original,
+    nodes: &KnownNodes<'_>,
+    item: Option<&str>,
+) -> Result<(Option<String>, Option<String>), LineFault> {
+    let Some(target) = fields.target_node.clone() else {
+        return Err(fault(
+            item,
+            "target_node",
+            "a relabelled edge needs a registry node",
+        ));
     };
-    let Some(decision) = get("decision") else {
-        return bad(item, "decision", "missing".into());
+    if !nodes.contains(&target) {
+        let message = format!("`{target}` is not in the node registry");
+        return Err(fault(item, "target_node", message));
+    }
+    let label = fields.label.clone().or(original.label.clone());
+    if let Some(label) = &label
+        && !TOM_KINDS.contains(&label.as_str())
+    {
+        return Err(fault(item, "label", format!("`{label}` is not a tom_kind")));
+    }
+    Ok((label, Some(target)))
+}
+
+/// A relabelled tag's label: a tom_kind.
+fn relabel_tag(fields: &DecisionFields, item: Option<&str>) -> Result<Option<String>, LineFault> {
+    let Some(label) = fields.label.clone() else {
+        return Err(fault(item, "label", "a relabelled tag needs a tom_kind"));
     };
-    let Some(curator) = get("curator") else {
-        return bad(item, "curator", "missing: who decided".into());
-    };
-    let decided_at = match get("decided_at") {
-        None => return bad(item, "decided_at", "missing".into()),
-        Some(t) => match chrono::DateTime::parse_from_rfc3339(&t) {
-            Ok(_) => t,
-            Err(e) => return bad(item, "decided_at", format!("`{t}` is not RFC3339: {e}")),
-        },
-    };
-    let item_type = text_field(q, "item_type").unwrap_or_default();
-    let record_id = text_field(q, "record_id").unwrap_or_default();
-    let original_label = text_field(q, "label");
-    let original_target = text_field(q, "target_node");
-    let reg = match registry {
-        Some(r) => Some(r),
-        None => registries
-            .entry(run_id.clone())
-            .or_insert_with(|| run_registry(staging, &run_id))
-            .as_ref(),
-    };
-    let node_known = |t: &str| match t.strip_prefix("memory:") {
-        Some(id) => state.contains(id),
-        None => reg.is_some_and(|r| r.contains(t)),
-    };
-    let (label, target_node) = match (decision.as_str(), item_type.as_str()) {
+    if !TOM_KINDS.contains(&label.as_str()) {
+        let message = format!("`{label}` is not a tom_kind ({})", TOM_KINDS.join(", "));
+        return Err(fault(item, "label", message));
+    }
+    Ok(Some(label))
+}
+
+/// The label and target the decision leaves the item with, checked by the
+/// kind of decision and of item.
+fn decided_label_and_target(
+    decision: &str,
+    fields: &DecisionFields,
+    original: &Original,
+    nodes: &KnownNodes<'_>,
+    item: Option<&str>,
+) -> Result<(Option<String>, Option<String>), LineFault> {
+    match (decision, original.item_type.as_str()) {
         ("accept", _) => {
-            if item_type == "annotation" {
-                return bad(
-                    item,
-                    "decision",
-                    "an unreadable annotation has no label to accept: relabel it to a tom_kind or reject it".into(),
-                );
-            }
-            if let Some(l) = &original_label
-                && !TOM_KINDS.contains(&l.as_str())
-            {
-                return bad(
-                    item,
-                    "decision",
-                    format!("`{l}` is outside the vocabulary: relabel it instead of accepting"),
-                );
-            }
-            if item_type == "edge" && !original_target.as_deref().is_some_and(node_known) {
-                return bad(
-                    item,
-                    "decision",
-                    "the edge's target is not in the registry: relabel it to a registry node"
-                        .into(),
-                );
-            }
-            (original_label.clone(), original_target.clone())
+            check_accept(original, nodes, item)?;
+            Ok((original.label.clone(), original.target.clone()))
         }
-        ("reject", _) => (original_label.clone(), original_target.clone()),
-        ("relabel", "edge") => {
-            let Some(t) = get("target_node") else {
-                return bad(
-                    item,
-                    "target_node",
-                    "a relabelled edge needs a registry node".into(),
-                );
-            };
-            if !node_known(&t) {
-                return bad(
-                    item,
-                    "target_node",
-                    format!("`{t}` is not in the node registry"),
-                );
-            }
-            let l = get("label").or(original_label.clone());
-            if let Some(l) = &l
-                && !TOM_KINDS.contains(&l.as_str())
-            {
-                return bad(item, "label", format!("`{l}` is not a tom_kind"));
-            }
-            (l, Some(t))
-        }
-        ("relabel", _) => {
-            let Some(l) = get("label") else {
-                return bad(item, "label", "a relabelled tag needs a tom_kind".into());
-            };
-            if !TOM_KINDS.contains(&l.as_str()) {
-                return bad(
-                    item,
-                    "label",
-                    format!("`{l}` is not a tom_kind ({})", TOM_KINDS.join(", ")),
-                );
-            }
-            (Some(l), None)
-        }
-        (other, _) => {
-            return bad(
-                item,
-                "decision",
-                format!("`{other}`: expected accept, reject or relabel"),
-            );
-        }
-    };
-    // The record's fingerprint, when this run is the last that processed it.
+        ("reject", _) => Ok((original.label.clone(), original.target.clone())),
+        ("relabel", "edge") => relabel_edge(fields, original, nodes, item),
+        ("relabel", _) => Ok((relabel_tag(fields, item)?, None)),
+        (other, _) => Err(fault(
+            item,
+            "decision",
+            format!("`{other}`: expected accept, reject or relabel"),
+        )),
+    }
+}
+
+/// What a checked decision says about its item.
+struct Decided {
+    run_id: String,
+    item_id: String,
+    signature: Signature,
+    label: Option<String>,
+    target_node: Option<String>,
+    note: Option<String>,
+}
+
+/// The curated row of a checked decision: the decision beside what the
+/// run staged for the item, and the record's fingerprint when this run is
+/// the last that processed it.
+fn curated_row(
+    quarantined: &Map<String, Value>,
+    state: &State,
+    decided: Decided,
+    original: Original,
+    now: &str,
+) -> CuratedRow {
+    let record_id = text_field(quarantined, "record_id").unwrap_or_default();
     let record_fingerprint = state
         .get(&record_id)
-        .filter(|e| state.run(e) == run_id)
-        .map(|e| hex::encode(e.fingerprint));
-    Ok(Ok(CuratedRow {
-        run_id: run_id.clone(),
-        item_id: item_id.clone(),
-        item_type,
+        .filter(|entry| state.run(entry) == decided.run_id)
+        .map(|entry| hex::encode(entry.fingerprint));
+    CuratedRow {
+        run_id: decided.run_id,
+        item_id: decided.item_id,
+        item_type: original.item_type,
         record_id,
-        persona_id: text_field(q, "persona_id").unwrap_or_default(),
-        record_kind: text_field(q, "record_kind"),
-        decision,
-        label,
-        original_label,
-        target_node,
-        original_target_node: original_target,
-        target_mention: text_field(q, "target_mention"),
-        edge_key: text_field(q, "edge_key"),
-        affect: text_field(q, "affect"),
-        intensity: text_field(q, "intensity"),
-        source_quote: text_field(q, "source_quote"),
-        quote_start: count_field(q, "quote_start"),
-        quote_end: count_field(q, "quote_end"),
-        record_text: text_field(q, "record_text").unwrap_or_default(),
+        persona_id: text_field(quarantined, "persona_id").unwrap_or_default(),
+        record_kind: text_field(quarantined, "record_kind"),
+        decision: decided.signature.decision,
+        label: decided.label,
+        original_label: original.label,
+        target_node: decided.target_node,
+        original_target_node: original.target,
+        target_mention: text_field(quarantined, "target_mention"),
+        edge_key: text_field(quarantined, "edge_key"),
+        affect: text_field(quarantined, "affect"),
+        intensity: text_field(quarantined, "intensity"),
+        source_quote: text_field(quarantined, "source_quote"),
+        quote_start: count_field(quarantined, "quote_start"),
+        quote_end: count_field(quarantined, "quote_end"),
+        record_text: text_field(quarantined, "record_text").unwrap_or_default(),
         record_fingerprint,
-        curator,
-        note: get("note"),
-        decided_at,
+        curator: decided.signature.curator,
+        note: decided.note,
+        decided_at: decided.signature.decided_at,
         applied_at: now.to_string(),
-    }))
+    }
+}
+
+/// A decisions line's fields, with the item it names and the committed
+/// run it decides in.
+fn line_target(
+    line: &str,
+    context: &DecisionContext<'_>,
+) -> Result<(DecisionFields, String, String), LineFault> {
+    let mut fields = decision_fields(line)?;
+    let Some(item_id) = fields.item_id.take() else {
+        return Err(fault(None, "item_id", "missing"));
+    };
+    let run_id = resolve_run(context, fields.run_id.take(), Some(&item_id))?;
+    Ok((fields, item_id, run_id))
+}
+
+/// Checks a decision against the quarantined item it decides (the run's
+/// items already read) and builds its row.
+fn decide_item(
+    mut fields: DecisionFields,
+    item_id: String,
+    run_id: String,
+    context: &mut DecisionContext<'_>,
+) -> LineResult {
+    let item = Some(item_id.as_str());
+    let quarantined = quarantined_item(&context.run_items, &run_id, &item_id)?;
+    let signature = signature(&mut fields, item)?;
+    let original = Original {
+        item_type: text_field(quarantined, "item_type").unwrap_or_default(),
+        label: text_field(quarantined, "label"),
+        target: text_field(quarantined, "target_node"),
+    };
+    let staging = context.staging;
+    let registry = context.registry.or_else(|| {
+        let registry = context.registries.entry(run_id.clone());
+        registry
+            .or_insert_with(|| run_registry(staging, &run_id))
+            .as_ref()
+    });
+    let nodes = KnownNodes {
+        state: context.state,
+        registry,
+    };
+    let (label, target_node) =
+        decided_label_and_target(&signature.decision, &fields, &original, &nodes, item)?;
+    let decided = Decided {
+        run_id,
+        item_id,
+        signature,
+        label,
+        target_node,
+        note: fields.note,
+    };
+    Ok(curated_row(
+        quarantined,
+        context.state,
+        decided,
+        original,
+        &context.now,
+    ))
+}
+
+/// Checks one decisions line: its fields, the run it names, the item it
+/// decides, the decision for that kind of item; then builds the row. A bad
+/// line is a [`LineFault`]; an unreadable run table stops the `apply`.
+fn decide_line(line: &str, context: &mut DecisionContext<'_>) -> Result<LineResult, CurateError> {
+    let (fields, item_id, run_id) = match line_target(line, context) {
+        Ok(target) => target,
+        Err(why) => return Ok(Err(why)),
+    };
+    run_items(context.staging, &run_id, &mut context.run_items)?;
+    Ok(decide_item(fields, item_id, run_id, context))
 }
 
 /// What is pending, decided and applied in a staging directory. Pending:

@@ -60,8 +60,9 @@ pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     s
 }
 
-fn absolute(p: &Path) -> PathBuf {
-    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+/// `path` made absolute (as it is when that fails).
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// What a run that ends without committing leaves as it was: the state
@@ -79,17 +80,9 @@ pub fn untouched(staging: &Path, note: &str) -> Value {
     })
 }
 
-/// Writes `<staging>/failed/<run_id>/`: `events.jsonl` (the run's stream
-/// `log`, moved there unless `events_in_place`; a new one when the run had
-/// none) ending in a [`FINAL_PHASE`] event, and `receipt.json`. Returns
-/// the folder. The staging directory must exist: a usage error never
-/// creates one.
-pub fn record(
-    staging: &Path,
-    ended: &Ended<'_>,
-    log: Option<&mut EventLog>,
-    events_in_place: bool,
-) -> std::io::Result<PathBuf> {
+/// `<staging>/failed/`, created when missing; an error when the staging
+/// directory does not exist or `failed` is a link or a file.
+fn failed_folder(staging: &Path) -> std::io::Result<PathBuf> {
     if !staging.is_dir() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::NotFound,
@@ -98,7 +91,7 @@ pub fn record(
     }
     let failed = staging.join(FAILED_DIR);
     match std::fs::symlink_metadata(&failed) {
-        Ok(m) if m.file_type().is_dir() => {}
+        Ok(metadata) if metadata.file_type().is_dir() => {}
         Ok(_) => {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
@@ -114,47 +107,67 @@ pub fn record(
             Err(e) => return Err(e),
         },
     }
-    let dir = absolute(&failed.join(ended.run_id));
-    std::fs::create_dir(&dir)?;
-    let mut own;
-    let log = match log {
+    Ok(failed)
+}
+
+/// The event stream of the failed run in `dir`: the run's own `log`
+/// (moved into `dir` unless `events_in_place`), or a new one kept in `own`.
+fn events_in<'l>(
+    dir: &Path,
+    ended: &Ended<'_>,
+    log: Option<&'l mut EventLog>,
+    events_in_place: bool,
+    own: &'l mut Option<EventLog>,
+) -> std::io::Result<&'l mut EventLog> {
+    let moved = dir.join("events.jsonl");
+    match log {
         Some(log) => {
-            let moved = dir.join("events.jsonl");
             if !events_in_place && log.path().is_file() {
                 std::fs::rename(log.path(), &moved)?;
                 log.reopen(&moved)?;
             }
-            log
+            Ok(log)
         }
-        None => {
-            own = EventLog::open(&dir.join("events.jsonl"), ended.run_id, ended.command)?;
-            &mut own
-        }
-    };
-    log.set_heartbeat(ended.heartbeat);
-    let events = absolute(log.path());
-    let artifact = ended
-        .artifact
-        .map(absolute)
-        .or_else(|| log.last_artifact().map(Path::to_path_buf))
-        .map(|p| p.display().to_string());
-    let receipt_path = dir.join("receipt.json");
+        None => Ok(own.insert(EventLog::open(&moved, ended.run_id, ended.command)?)),
+    }
+}
+
+/// Where the failed run's record lies: its folder, its event stream and
+/// its receipt, every path absolute.
+struct RecordPaths {
+    dir: PathBuf,
+    events: PathBuf,
+    receipt: PathBuf,
+}
+
+/// The [`FINAL_PHASE`] event that ends the failed run's stream.
+fn emit_final(log: &mut EventLog, ended: &Ended<'_>, paths: &RecordPaths) -> std::io::Result<()> {
     log.emit(Event {
         phase: FINAL_PHASE,
-        current_artifact: Some(&dir),
+        current_artifact: Some(&paths.dir),
         counts: ended.counts.clone(),
         paths: vec![
-            events.display().to_string(),
-            receipt_path.display().to_string(),
+            paths.events.display().to_string(),
+            paths.receipt.display().to_string(),
         ],
         status_code: Some(ended.exit_code),
         bug_or_blocker: Some(ended.error.to_string()),
         next_step: ended.next_step,
         stop_condition: "the run ended without committing",
-    })?;
-    let (started_step, completed_step) = log.steps();
+    })
+}
+
+/// The failure receipt: how the run ended, what it left untouched and the
+/// seed's `timeout_diagnostics` (the steps and artifact from its stream).
+fn failure_receipt(
+    staging: &Path,
+    ended: &Ended<'_>,
+    events: &Path,
+    (started_step, completed_step): (Option<&str>, Option<&str>),
+    artifact: Option<String>,
+) -> Value {
     let finished_at = chrono::Utc::now();
-    let receipt = json!({
+    json!({
         "run_id": ended.run_id,
         "status": ended.status,
         "exit_code": ended.exit_code,
@@ -177,32 +190,55 @@ pub fn record(
             "last_completed_command": completed_step,
             "current_artifact_path": artifact,
         },
-    });
-    let mut bytes = serde_json::to_vec_pretty(&receipt).expect("a receipt always serialises");
-    bytes.push(b'\n');
-    let mut f = tomlite_staging::files::create_fresh(&receipt_path)?;
-    f.write_all(&bytes)?;
-    f.sync_all()?;
-    tomlite_staging::sync_dir(&dir).map_err(std::io::Error::other)?;
-    Ok(dir)
+    })
 }
 
-/// Keeps the record of a run that ended on `e` in `<staging>/failed/`:
-/// its event stream (`log`, with its run id) or a new one; a warning when
-/// that cannot be written (the run's own error is what matters).
-pub(super) fn keep_failed(
-    cfg: &RunConfig,
-    started_at: chrono::DateTime<chrono::Utc>,
-    phase: &str,
-    e: &RunError,
-    log: Option<(&mut EventLog, &str)>,
-    (counts, artifact): (serde_json::Value, Option<&Path>),
-) {
-    let unfinished = matches!(
-        e,
-        RunError::Staging(tomlite_staging::Error::Unfinished { .. })
-    );
-    let (status, next_step, note) = match e {
+/// Writes the receipt as a new file, then syncs it and its folder.
+fn write_receipt(receipt: &Value, paths: &RecordPaths) -> std::io::Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(receipt).expect("a receipt always serialises");
+    bytes.push(b'\n');
+    let mut file = tomlite_staging::files::create_fresh(&paths.receipt)?;
+    file.write_all(&bytes)?;
+    file.sync_all()?;
+    tomlite_staging::sync_dir(&paths.dir).map_err(std::io::Error::other)
+}
+
+/// Writes `<staging>/failed/<run_id>/`: `events.jsonl` (the run's stream
+/// `log`, moved there unless `events_in_place`; a new one when the run had
+/// none) ending in a [`FINAL_PHASE`] event, and `receipt.json`. Returns
+/// the folder. The staging directory must exist: a usage error never
+/// creates one.
+pub fn record(
+    staging: &Path,
+    ended: &Ended<'_>,
+    log: Option<&mut EventLog>,
+    events_in_place: bool,
+) -> std::io::Result<PathBuf> {
+    let dir = absolute(&failed_folder(staging)?.join(ended.run_id));
+    std::fs::create_dir(&dir)?;
+    let mut own = None;
+    let log = events_in(&dir, ended, log, events_in_place, &mut own)?;
+    log.set_heartbeat(ended.heartbeat);
+    let artifact = ended
+        .artifact
+        .map(absolute)
+        .or_else(|| log.last_artifact().map(Path::to_path_buf))
+        .map(|path| path.display().to_string());
+    let paths = RecordPaths {
+        events: absolute(log.path()),
+        receipt: dir.join("receipt.json"),
+        dir,
+    };
+    emit_final(log, ended, &paths)?;
+    let receipt = failure_receipt(staging, ended, &paths.events, log.steps(), artifact);
+    write_receipt(&receipt, &paths)?;
+    Ok(paths.dir)
+}
+
+/// How a run that ended on `e` is recorded: its status, what to do next,
+/// and the note on what it left untouched.
+fn how_it_ended(e: &RunError, unfinished: bool) -> (&'static str, &'static str, &'static str) {
+    match e {
         RunError::Staging(tomlite_staging::Error::Locked { .. }) => (
             Outcome::Blocked.as_str(),
             "wait for the run that holds the lock to end (or check it is alive), then run again",
@@ -223,7 +259,25 @@ pub(super) fn keep_failed(
             "fix what bug_or_blocker names and run again: nothing was committed, the next run redoes these records",
             "nothing was committed: the state, LATEST and the committed runs are as the last committed run left them",
         ),
-    };
+    }
+}
+
+/// Keeps the record of a run that ended on `e` in `<staging>/failed/`:
+/// its event stream (`log`, with its run id) or a new one; a warning when
+/// that cannot be written (the run's own error is what matters).
+pub(super) fn keep_failed(
+    cfg: &RunConfig,
+    started_at: chrono::DateTime<chrono::Utc>,
+    phase: &str,
+    e: &RunError,
+    log: Option<(&mut EventLog, &str)>,
+    (counts, artifact): (serde_json::Value, Option<&Path>),
+) {
+    let unfinished = matches!(
+        e,
+        RunError::Staging(tomlite_staging::Error::Unfinished { .. })
+    );
+    let (status, next_step, note) = how_it_ended(e, unfinished);
     let error = crate::run::failed::chain(e);
     let (log, run_id) = match log {
         Some((log, id)) => {

@@ -466,15 +466,14 @@ fn union_states(shards: &[ShardRun], state: &mut State, run_id: &str) -> Result<
     Ok(())
 }
 
-/// Merges one complete run per shard into a new committed run in `staging`.
-/// `policy`: the policy the shards ran with (its sha256 must match theirs);
-/// `registry`: their node registry, for the report's edge details.
-pub fn merge(
+/// The shard runs, once they are one complete, matching run per shard,
+/// none of them the target, none losing a row the target holds, and run
+/// with `policy`.
+fn accepted_shards(
     runs: &[PathBuf],
     staging: &Path,
     policy: &Policy,
-    registry: Option<&Registry>,
-) -> Result<RunSummary, MergeError> {
+) -> Result<Vec<ShardRun>, MergeError> {
     if runs.is_empty() {
         return Err(refused("no shard runs given"));
     }
@@ -488,71 +487,112 @@ pub fn merge(
             policy.sha256()
         )));
     }
+    Ok(shards)
+}
+
+/// A merged run's event stream that cannot be written.
+fn events_error(events_path: &Path, source: std::io::Error) -> MergeError {
+    MergeError::Read {
+        path: events_path.to_path_buf(),
+        message: format!("cannot write events: {source}"),
+    }
+}
+
+/// What one merge writes with: the shard runs, the target staging
+/// directory, the merged run's id and start, the policy and registry.
+struct Merging<'a> {
+    shards: &'a [ShardRun],
+    out: &'a StagingDir,
+    run_id: &'a str,
+    started: (chrono::DateTime<chrono::Utc>, std::time::Instant),
+    policy: &'a Policy,
+    registry: Option<&'a Registry>,
+}
+
+/// Writes the merged run (events, every shard's tables, the report and
+/// the sealed receipt) and adds the shards' states to `state`; returns the
+/// receipt. `recovered`: what the target's recovery removed.
+fn write_merged_run(
+    merging: &Merging<'_>,
+    run: &mut tomlite_staging::RunDir,
+    state: &mut State,
+    recovered: Vec<String>,
+) -> Result<Receipt, MergeError> {
+    let events_path = run.path().join("events.jsonl");
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let mut events = EventLog::open(&events_path, merging.run_id, &command)
+        .map_err(|e| events_error(&events_path, e))?;
+    events
+        .emit(Event {
+            phase: "start",
+            current_artifact: Some(run.path()),
+            counts: json!({"shards": merging.shards.len()}),
+            paths: merging
+                .shards
+                .iter()
+                .map(|shard| shard.dir.display().to_string())
+                .collect(),
+            next_step: "copy every shard's tables into the merged run",
+            stop_condition: "every shard copied",
+            ..Default::default()
+        })
+        .map_err(|e| events_error(&events_path, e))?;
+    let paths = copy_tables(merging.shards, run, merging.run_id)?;
+    // The most attempts one I/O operation took, in a shard or here.
+    let attempts = u64::from(merging.out.retry().max_attempts());
+    let receipt = merged_receipt(
+        merging.shards,
+        merging.run_id,
+        merging.started,
+        attempts,
+        recovered,
+    );
+    let report_with = (merging.policy, merging.registry);
+    write_report_and_receipt(merging.out, run, receipt.clone(), report_with)?;
+    // The state: every shard's, this night's rows credited to the merged run.
+    union_states(merging.shards, state, merging.run_id)?;
+    events
+        .emit(Event {
+            phase: "commit",
+            current_artifact: Some(run.path()),
+            counts: serde_json::to_value(&receipt.counts).unwrap_or_default(),
+            paths,
+            next_step: "rename the run directory, then replace state and LATEST",
+            stop_condition: "LATEST names this run",
+            ..Default::default()
+        })
+        .map_err(|e| events_error(&events_path, e))?;
+    Ok(receipt)
+}
+
+/// Merges one complete run per shard into a new committed run in `staging`.
+/// `policy`: the policy the shards ran with (its sha256 must match theirs);
+/// `registry`: their node registry, for the report's edge details.
+pub fn merge(
+    runs: &[PathBuf],
+    staging: &Path,
+    policy: &Policy,
+    registry: Option<&Registry>,
+) -> Result<RunSummary, MergeError> {
+    let shards = accepted_shards(runs, staging, policy)?;
     let started = chrono::Utc::now();
     let clock = std::time::Instant::now();
     let out = StagingDir::open(staging)?;
-    let found = out.recover()?;
-    let recovered = found.describe();
+    let recovered = out.recover()?.describe();
     let mut state = out.load_state()?;
     let run_id = crate::run::run_id::new_run_id(&out.runs_dir(), started);
     let mut run = out.begin_run(&run_id)?;
     let tmp = run.path().to_path_buf();
-    let result = (|| {
-        let events_path = run.path().join("events.jsonl");
-        let ev = |source| MergeError::Read {
-            path: events_path.clone(),
-            message: format!("cannot write events: {source}"),
-        };
-        let command = std::env::args().collect::<Vec<_>>().join(" ");
-        let mut events = EventLog::open(&events_path, &run_id, &command).map_err(ev)?;
-        events
-            .emit(Event {
-                phase: "start",
-                current_artifact: Some(run.path()),
-                counts: json!({"shards": shards.len()}),
-                paths: shards.iter().map(|s| s.dir.display().to_string()).collect(),
-                next_step: "copy every shard's tables into the merged run",
-                stop_condition: "every shard copied",
-                ..Default::default()
-            })
-            .map_err(ev)?;
-        let paths = copy_tables(&shards, &mut run, &run_id)?;
-        // The most attempts one I/O operation took, in a shard or here.
-        let receipt = merged_receipt(
-            &shards,
-            &run_id,
-            (started, clock),
-            u64::from(out.retry().max_attempts()),
-            recovered,
-        );
-        let receipt_for_report = receipt.clone();
-        let Receipt {
-            counts,
-            reasons,
-            sensitive,
-            skipped_from_runs: skipped,
-            retries_used: retries,
-            recovered,
-            ..
-        } = receipt;
-        write_report_and_receipt(&out, &mut run, receipt_for_report, (policy, registry))?;
-        // The state: every shard's, this night's rows credited to the merged run.
-        union_states(&shards, &mut state, &run_id)?;
-        events
-            .emit(Event {
-                phase: "commit",
-                current_artifact: Some(run.path()),
-                counts: serde_json::to_value(&counts).unwrap_or_default(),
-                paths,
-                next_step: "rename the run directory, then replace state and LATEST",
-                stop_condition: "LATEST names this run",
-                ..Default::default()
-            })
-            .map_err(ev)?;
-        Ok((counts, reasons, sensitive, skipped, retries, recovered))
-    })();
-    let (counts, reasons, sensitive, skipped, retries, recovered) = match result {
-        Ok(v) => v,
+    let merging = Merging {
+        shards: &shards,
+        out: &out,
+        run_id: &run_id,
+        started: (started, clock),
+        policy,
+        registry,
+    };
+    let receipt = match write_merged_run(&merging, &mut run, &mut state, recovered) {
+        Ok(receipt) => receipt,
         Err(e) => {
             let _ = std::fs::remove_dir_all(&tmp);
             return Err(e);
@@ -562,12 +602,12 @@ pub fn merge(
     Ok(RunSummary {
         run_id,
         run_dir,
-        counts,
-        reasons,
-        sensitive,
-        skipped_from: skipped.into_keys().collect(),
-        recovered,
+        counts: receipt.counts,
+        reasons: receipt.reasons,
+        sensitive: receipt.sensitive,
+        skipped_from: receipt.skipped_from_runs.into_keys().collect(),
+        recovered: receipt.recovered,
         stop_condition: StopCondition::InputExhausted,
-        retries_used: u32::try_from(retries).unwrap_or(u32::MAX),
+        retries_used: u32::try_from(receipt.retries_used).unwrap_or(u32::MAX),
     })
 }

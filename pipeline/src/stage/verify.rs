@@ -142,115 +142,149 @@ fn plain_name(name: &str) -> bool {
     !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
 }
 
-/// Checks the files of a run directory against its receipt.
-fn check_files(dir: &Path) -> RunCheck {
-    let mut out = RunCheck {
-        dir: dir.to_path_buf(),
-        run_id: None,
-        files: 0,
-        differences: Vec::new(),
-    };
-    let shown = dir.display().to_string();
-    let mut differ = |what: String| out.differences.push(format!("{shown}/{what}"));
-    let receipt_path = dir.join(RECEIPT);
-    let receipt: Value = match std::fs::read(&receipt_path) {
+/// The run's receipt as JSON, or `None` (why in `found`) when it cannot
+/// be read.
+fn read_receipt(dir: &Path, found: &mut Vec<String>) -> Option<Value> {
+    let bytes = match std::fs::read(dir.join(RECEIPT)) {
+        Ok(bytes) => bytes,
         Err(e) => {
-            differ(format!("{RECEIPT}: cannot read it: {e}"));
-            return out;
+            found.push(format!("{RECEIPT}: cannot read it: {e}"));
+            return None;
         }
-        Ok(b) => match serde_json::from_slice(&b) {
-            Ok(v) => v,
-            Err(e) => {
-                differ(format!("{RECEIPT}: not JSON: {e}"));
-                return out;
-            }
-        },
     };
-    out.run_id = receipt["run_id"].as_str().map(str::to_string);
-    if receipt["status"] != Outcome::Committed.as_str() {
-        differ(format!(
-            "{RECEIPT}: status is {}, not \"committed\"",
-            receipt["status"]
-        ));
+    match serde_json::from_slice(&bytes) {
+        Ok(receipt) => Some(receipt),
+        Err(e) => {
+            found.push(format!("{RECEIPT}: not JSON: {e}"));
+            None
+        }
     }
-    let files: Vec<SealedFile> = match receipt
+}
+
+/// The files the receipt seals, or `None` (why in `found`) when it lists
+/// none or its list cannot be read.
+fn sealed_list(receipt: &Value, found: &mut Vec<String>) -> Option<Vec<SealedFile>> {
+    match receipt
         .get("files")
-        .map(|f| serde_json::from_value::<Vec<SealedFile>>(f.clone()))
+        .map(|files| serde_json::from_value::<Vec<SealedFile>>(files.clone()))
     {
         None => {
-            differ(format!(
+            found.push(format!(
                 "{RECEIPT}: lists no files (a receipt written before receipts were sealed): the run cannot be verified"
             ));
-            return out;
+            None
         }
         Some(Err(e)) => {
-            differ(format!("{RECEIPT}: its files list is not readable: {e}"));
-            return out;
+            found.push(format!("{RECEIPT}: its files list is not readable: {e}"));
+            None
         }
-        Some(Ok(f)) => f,
-    };
-    out.files = files.len();
-    let mut listed = Vec::new();
-    for f in &files {
-        if !plain_name(&f.name) || UNSEALED.contains(&f.name.as_str()) {
-            differ(format!(
-                "{RECEIPT}: lists `{}`, which is not a sealed file of the run directory",
-                f.name
-            ));
-            continue;
-        }
-        listed.push(f.name.as_str());
-        let path = dir.join(&f.name);
-        match std::fs::symlink_metadata(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                differ(format!("{}: missing (the receipt lists it)", f.name));
-                continue;
-            }
-            Err(e) => {
-                differ(format!("{}: cannot read it: {e}", f.name));
-                continue;
-            }
-            Ok(m) if !m.file_type().is_file() => {
-                differ(format!("{}: not a regular file", f.name));
-                continue;
-            }
-            Ok(_) => {}
-        }
-        match measure(&path) {
-            Err(e) => differ(format!("{}: cannot read it: {e}", f.name)),
-            Ok((bytes, _)) if bytes != f.bytes => differ(format!(
-                "{}: size differs: the receipt says {} bytes, the file has {bytes}",
-                f.name, f.bytes
-            )),
-            Ok((_, sha)) if sha != f.sha256 => differ(format!(
-                "{}: content differs: the receipt says sha256 {}, the file has {sha}",
-                f.name, f.sha256
-            )),
-            Ok(_) => {}
-        }
+        Some(Ok(files)) => Some(files),
     }
+}
+
+/// Checks one file the receipt seals: there, a regular file, of the
+/// sealed size and content.
+fn check_sealed_file(dir: &Path, file: &SealedFile, found: &mut Vec<String>) {
+    let name = &file.name;
+    let path = dir.join(name);
+    match std::fs::symlink_metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            found.push(format!("{name}: missing (the receipt lists it)"));
+            return;
+        }
+        Err(e) => {
+            found.push(format!("{name}: cannot read it: {e}"));
+            return;
+        }
+        Ok(metadata) if !metadata.file_type().is_file() => {
+            found.push(format!("{name}: not a regular file"));
+            return;
+        }
+        Ok(_) => {}
+    }
+    match measure(&path) {
+        Err(e) => found.push(format!("{name}: cannot read it: {e}")),
+        Ok((bytes, _)) if bytes != file.bytes => found.push(format!(
+            "{name}: size differs: the receipt says {} bytes, the file has {bytes}",
+            file.bytes
+        )),
+        Ok((_, sha)) if sha != file.sha256 => found.push(format!(
+            "{name}: content differs: the receipt says sha256 {}, the file has {sha}",
+            file.sha256
+        )),
+        Ok(_) => {}
+    }
+}
+
+/// Checks the run directory's entries: each one the receipt lists or one
+/// left unsealed, and the unsealed ones regular files.
+fn check_entries(dir: &Path, listed: &[&str], found: &mut Vec<String>) {
     match std::fs::read_dir(dir) {
-        Err(e) => differ(format!(": cannot list the run directory: {e}")),
+        Err(e) => found.push(format!(": cannot list the run directory: {e}")),
         Ok(entries) => {
             let mut extra: Vec<String> = entries
                 .flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| !listed.contains(&n.as_str()) && !UNSEALED.contains(&n.as_str()))
+                .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                .filter(|name| {
+                    !listed.contains(&name.as_str()) && !UNSEALED.contains(&name.as_str())
+                })
                 .collect();
             extra.sort();
-            for n in extra {
-                differ(format!("{n}: not listed in the receipt"));
+            for name in extra {
+                found.push(format!("{name}: not listed in the receipt"));
             }
         }
     }
     for name in UNSEALED {
-        if let Ok(m) = std::fs::symlink_metadata(dir.join(name))
-            && !m.file_type().is_file()
+        if let Ok(metadata) = std::fs::symlink_metadata(dir.join(name))
+            && !metadata.file_type().is_file()
         {
-            differ(format!("{name}: not a regular file"));
+            found.push(format!("{name}: not a regular file"));
         }
     }
-    out
+}
+
+/// Checks the files of a run directory against its receipt.
+fn check_files(dir: &Path) -> RunCheck {
+    // What differs, each relative to the run directory.
+    let mut found = Vec::new();
+    let mut run_id = None;
+    let mut files = 0;
+    if let Some(receipt) = read_receipt(dir, &mut found) {
+        run_id = receipt["run_id"].as_str().map(str::to_string);
+        if receipt["status"] != Outcome::Committed.as_str() {
+            found.push(format!(
+                "{RECEIPT}: status is {}, not \"committed\"",
+                receipt["status"]
+            ));
+        }
+        if let Some(sealed) = sealed_list(&receipt, &mut found) {
+            files = sealed.len();
+            let mut listed = Vec::new();
+            for file in &sealed {
+                if !plain_name(&file.name) || UNSEALED.contains(&file.name.as_str()) {
+                    found.push(format!(
+                        "{RECEIPT}: lists `{}`, which is not a sealed file of the run directory",
+                        file.name
+                    ));
+                    continue;
+                }
+                listed.push(file.name.as_str());
+                check_sealed_file(dir, file, &mut found);
+            }
+            check_entries(dir, &listed, &mut found);
+        }
+    }
+    let shown = dir.display();
+    RunCheck {
+        dir: dir.to_path_buf(),
+        run_id,
+        files,
+        differences: found
+            .into_iter()
+            .map(|what| format!("{shown}/{what}"))
+            .collect(),
+    }
 }
 
 /// Checks one run directory: its files against its receipt, and, when it

@@ -1,0 +1,152 @@
+//! The run's report for the curator: `report.html` (one self-contained
+//! page: the data inline as JSON, drawn and filtered by inline JS, no
+//! network) and `report.md` (the same at a glance, for a terminal or a
+//! ticket). Both are built from the run's own tables once they are closed,
+//! so they show exactly what was staged.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::graph::nodes::Registry;
+use crate::rules::policy::Policy;
+use crate::stage::receipt::Receipt;
+
+mod data;
+mod markdown;
+
+pub use data::data;
+pub use markdown::markdown;
+
+/// The page template; `__TOMLITE_DATA__` is replaced by the data.
+const TEMPLATE: &str = include_str!("report.html");
+
+/// Queue items the page holds at most (it says when it holds fewer): more
+/// than a curator works through in a night, and the page stays quick and
+/// the run's memory bounded on a million-record night.
+pub const MAX_QUEUE_ITEMS: usize = 25_000;
+/// Abstained and rejected rows the page lists at most.
+pub const MAX_LISTED: usize = 5_000;
+/// Records read by a verdict parser's recovery (not `STRICT`) the report
+/// lists at most; the counts cover every row.
+pub const MAX_RECOVERED: usize = 1_000;
+
+/// Errors of building the report.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot build the report from {table}: {message}")]
+pub struct ReportError {
+    /// The table that could not be read.
+    pub table: String,
+    /// What went wrong.
+    pub message: String,
+}
+
+/// What the report is built from.
+pub struct ReportInput<'a> {
+    /// The run directory (its tables closed).
+    pub dir: &'a Path,
+    /// The run's receipt.
+    pub receipt: &'a Receipt,
+    /// The previous committed run's receipt, if any, as read (a receipt of
+    /// any earlier version: only its run id, counts and reasons are shown).
+    pub previous: Option<Value>,
+    /// The effective policy.
+    pub policy: &'a Policy,
+    /// The node registry, if any.
+    pub registry: Option<&'a Registry>,
+}
+
+/// The page: the template with the data inline. Every `<`, `>` and `&`
+/// of the data is written as a JSON escape, so no record text can close or
+/// comment out the script element it sits in.
+pub fn html(data: &Value) -> String {
+    const SLOT: &str = "__TOMLITE_DATA__";
+    let json = serde_json::to_string(data).unwrap_or_else(|_| "{}".into());
+    let at = TEMPLATE.find(SLOT).unwrap_or(TEMPLATE.len());
+    let mut out = String::with_capacity(TEMPLATE.len() + json.len() + json.len() / 16);
+    out.push_str(&TEMPLATE[..at]);
+    for c in json.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            c => out.push(c),
+        }
+    }
+    out.push_str(TEMPLATE.get(at + SLOT.len()..).unwrap_or(""));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::data::utf16_span;
+    use super::markdown::{code, md, md_line};
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn record_text_cannot_break_out_of_the_data_script() {
+        let text = "a </script><!-- <script>alert(1)</script> & b";
+        let page = html(&json!({"texts": [text]}));
+        assert!(!page.contains("__TOMLITE_DATA__"));
+        let open = r#"<script id="tomlite-data" type="application/json">"#;
+        let from = page.find(open).unwrap() + open.len();
+        let to = from + page[from..].find("</script>").unwrap();
+        let back: Value = serde_json::from_str(&page[from..to]).unwrap();
+        assert_eq!(back["texts"][0], text);
+        assert!(!page[from..to].contains('<'));
+    }
+
+    // report.md passed terminal escapes and Markdown from record data through.
+    #[test]
+    fn markdown_values_are_inert_in_a_terminal_and_in_markdown() {
+        assert_eq!(md("a\u{1b}]52;c;eA==\u{7}b"), "a\\u{1b}\\]52;c;eA==\\u{7}b");
+        assert_eq!(md("x\u{9b}2J\u{7f}"), "x\\u{9b}2J\\u{7f}");
+        assert_eq!(md("r1\n## Forged"), "r1\\u{a}## Forged");
+        assert_eq!(md("ada | 9 |"), "ada \\| 9 \\|");
+        assert_eq!(md("a\\|b"), "a\\\\\\|b");
+        assert_eq!(md("**x** `y` <b>"), "\\*\\*x\\*\\* \\`y\\` \\<b\\>");
+        assert_eq!(md("abc\u{202e}def"), "abc\\u{202e}def");
+        assert_eq!(md("key_value_block _x_"), "key_value_block \\_x\\_");
+        assert_eq!(md_line("  # Title\r\n- item"), "\\# Title  - item");
+        assert_eq!(md_line("- a"), "\\- a");
+        assert_eq!(md_line("12. b"), "12\\. b");
+        assert_eq!(md_line("Plain text."), "Plain text.");
+        assert_eq!(code("r-1"), "`r-1`");
+        assert_eq!(code("a`b"), "`` a`b ``");
+        assert_eq!(code("a\u{1b}[2Jb"), "`a\\u{1b}[2Jb`");
+    }
+
+    // The relabel menu listed every node on every edge card (100k nodes x
+    // 10 cards = 1M <option>s): an edge relabels through a search box over
+    // one shared, filtered list.
+    #[test]
+    fn node_relabel_is_one_shared_search_list_not_a_menu_per_card() {
+        assert_eq!(TEMPLATE.matches(r#"<datalist id="node-list">"#).count(), 1);
+        let card = &TEMPLATE[TEMPLATE.find("function relabelControl").unwrap()..];
+        let card = &card[..card.find("\n}\n").unwrap()];
+        assert!(card.contains(r#"list="node-list""#), "{card}");
+        assert!(
+            !card.contains("nodes."),
+            "the card iterates the registry: {card}"
+        );
+        let suggest = &TEMPLATE[TEMPLATE.find("function suggestNodes").unwrap()..];
+        assert!(suggest.contains("NODE_SUGGESTIONS"));
+    }
+
+    #[test]
+    fn quote_offsets_become_utf16_offsets_only_when_verbatim() {
+        let t = "🎉 Sam said “hi”.";
+        let s = t.find("Sam").unwrap() as u64;
+        let e = s + "Sam said".len() as u64;
+        // The emoji is 2 UTF-16 units and 4 bytes.
+        assert_eq!(
+            utf16_span(t, Some(s), Some(e), Some("Sam said")),
+            Some((3, 11))
+        );
+        assert_eq!(utf16_span(t, Some(s + 1), Some(e), Some("Sam said")), None);
+        assert_eq!(utf16_span(t, Some(1), Some(3), Some("x")), None);
+    }
+}
