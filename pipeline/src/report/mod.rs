@@ -56,6 +56,18 @@ pub struct ReportInput<'a> {
     pub registry: Option<&'a Registry>,
 }
 
+/// The receipt of the staging directory's latest committed run, for the
+/// report's comparison with the night before; `None` when there is none or
+/// it cannot be read (an older version's receipt is read as it is).
+pub fn previous_receipt(
+    staging: &tomlite_staging::StagingDir,
+) -> Result<Option<Value>, tomlite_staging::Error> {
+    Ok(staging
+        .latest()?
+        .and_then(|id| std::fs::read(staging.runs_dir().join(id).join("receipt.json")).ok())
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok()))
+}
+
 /// The page: the template with the data inline. Every `<`, `>` and `&`
 /// of the data is written as a JSON escape, so no record text can close or
 /// comment out the script element it sits in.

@@ -197,10 +197,7 @@ pub(super) fn write_report_and_receipt(
     receipt: Receipt,
 ) -> Result<(), RunError> {
     status.started("write report");
-    let previous = staging
-        .latest()?
-        .and_then(|id| std::fs::read(staging.runs_dir().join(id).join("receipt.json")).ok())
-        .and_then(|b| serde_json::from_slice(&b).ok());
+    let previous = crate::report::previous_receipt(staging)?;
     let data = crate::report::data(&crate::report::ReportInput {
         dir: run.path(),
         receipt: &receipt,

@@ -431,10 +431,7 @@ fn write_report_and_receipt(
     receipt: Receipt,
     (policy, registry): (&Policy, Option<&Registry>),
 ) -> Result<(), MergeError> {
-    let previous = out
-        .latest()?
-        .and_then(|id| std::fs::read(out.runs_dir().join(id).join("receipt.json")).ok())
-        .and_then(|b| serde_json::from_slice(&b).ok());
+    let previous = crate::report::previous_receipt(out)?;
     let data = crate::report::data(&crate::report::ReportInput {
         dir: run.path(),
         receipt: &receipt,
