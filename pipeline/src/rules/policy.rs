@@ -587,95 +587,18 @@ impl Policy {
 
     /// Parses and checks policy YAML; `path` is only used in messages.
     pub fn from_yaml(text: &str, path: &Path) -> Result<Self, PolicyError> {
-        // YAML to a generic tree first, then the tree to the typed policy
-        // through serde_path_to_error, so that every error knows its key path.
-        let tree: serde_json::Value = if text.trim().is_empty() {
-            serde_json::Value::Object(Default::default())
-        } else {
-            serde_saphyr::from_str(text).map_err(|e| PolicyError::Yaml {
-                path: path.to_path_buf(),
-                message: e.to_string(),
-            })?
-        };
-        let tree = if tree.is_null() {
-            serde_json::Value::Object(Default::default())
-        } else {
-            tree
-        };
         let key_error = |key: String, message: String| PolicyError::Key {
             path: path.to_path_buf(),
             key,
             message,
         };
-        let file: PolicyFile = serde_path_to_error::deserialize(tree).map_err(|e| {
-            let key = e.path().to_string();
-            key_error(
-                if key == "." {
-                    "(top level)".into()
-                } else {
-                    key
-                },
-                e.inner().to_string(),
-            )
-        })?;
-        let mut nested_tom_lite = false;
-        let mut nested_classifier = false;
-        let mut tom_lite = file.tom_lite;
-        let mut classifier_policy = file.classifier_policy;
-        let mut sensitive_content = None;
-        if let Some(block) = file.persona_memory_policy {
-            sensitive_content = block.sensitive_content.clone();
-            block.check().map_err(|(k, m)| key_error(k, m))?;
-            for (name, top, nested, flag) in [
-                (
-                    "tom_lite",
-                    tom_lite.is_some(),
-                    block.tom_lite.is_some(),
-                    &mut nested_tom_lite,
-                ),
-                (
-                    "classifier_policy",
-                    classifier_policy.is_some(),
-                    block.classifier_policy.is_some(),
-                    &mut nested_classifier,
-                ),
-            ] {
-                if top && nested {
-                    return Err(key_error(
-                        name.into(),
-                        "given both at the top level and under persona_memory_policy; keep one (the seed's layout has it under persona_memory_policy)".into(),
-                    ));
-                }
-                *flag = nested;
-            }
-            tom_lite = tom_lite.or(block.tom_lite);
-            classifier_policy = classifier_policy.or(block.classifier_policy);
-        }
-        let policy = Policy {
-            tom_lite: tom_lite.unwrap_or_default(),
-            tom_lite_promotion_policy: file.tom_lite_promotion_policy,
-            classifier_policy: classifier_policy.unwrap_or_default(),
-            run: file.run,
-            persona_memory_policy: PersonaMemoryPolicy {
-                sensitive_content: sensitive_content.unwrap_or_default(),
-            },
-        };
-        policy.check().map_err(|(key, message)| {
-            // Name the key where the file put it.
-            let under = |block: &str| {
-                key == block
-                    || key.starts_with(&format!("{block}."))
-                    || key.starts_with(&format!("{block}["))
-            };
-            let key = if (nested_tom_lite && under("tom_lite"))
-                || (nested_classifier && under("classifier_policy"))
-            {
-                format!("persona_memory_policy.{key}")
-            } else {
-                key
-            };
-            key_error(key, message)
-        })?;
+        let file = PolicyFile::parse(text, path)?;
+        let (policy, nested) = file
+            .into_policy()
+            .map_err(|(key, message)| key_error(key, message))?;
+        policy
+            .check()
+            .map_err(|(key, message)| key_error(nested.where_written(key), message))?;
         Ok(policy)
     }
 
@@ -759,6 +682,112 @@ impl Policy {
         };
         list.iter().any(|l| l == label)
     }
+}
+
+/// Which blocks a policy file put under `persona_memory_policy` (the seed's
+/// layout) rather than at the top level.
+#[derive(Debug, Default)]
+struct NestedBlocks {
+    tom_lite: bool,
+    classifier_policy: bool,
+}
+
+impl NestedBlocks {
+    /// `key` (a path in the effective policy) as the file wrote it.
+    fn where_written(&self, key: String) -> String {
+        let under = |block: &str| {
+            key == block
+                || key.starts_with(&format!("{block}."))
+                || key.starts_with(&format!("{block}["))
+        };
+        if (self.tom_lite && under("tom_lite"))
+            || (self.classifier_policy && under("classifier_policy"))
+        {
+            format!("persona_memory_policy.{key}")
+        } else {
+            key
+        }
+    }
+}
+
+impl PolicyFile {
+    /// YAML to a generic tree first, then the tree to the typed file through
+    /// serde_path_to_error, so that every error knows its key path.
+    fn parse(text: &str, path: &Path) -> Result<Self, PolicyError> {
+        let tree: serde_json::Value = if text.trim().is_empty() {
+            serde_json::Value::Object(Default::default())
+        } else {
+            serde_saphyr::from_str(text).map_err(|error| PolicyError::Yaml {
+                path: path.to_path_buf(),
+                message: error.to_string(),
+            })?
+        };
+        let tree = if tree.is_null() {
+            serde_json::Value::Object(Default::default())
+        } else {
+            tree
+        };
+        serde_path_to_error::deserialize(tree).map_err(|error| {
+            let key = error.path().to_string();
+            PolicyError::Key {
+                path: path.to_path_buf(),
+                key: if key == "." {
+                    "(top level)".into()
+                } else {
+                    key
+                },
+                message: error.inner().to_string(),
+            }
+        })
+    }
+
+    /// The effective policy (not yet checked) and where its blocks were
+    /// written; the persona block's own keys are checked here; returns
+    /// (key path, message).
+    fn into_policy(self) -> Result<(Policy, NestedBlocks), (String, String)> {
+        let mut nested = NestedBlocks::default();
+        let mut tom_lite = self.tom_lite;
+        let mut classifier_policy = self.classifier_policy;
+        let mut sensitive_content = None;
+        if let Some(block) = self.persona_memory_policy {
+            sensitive_content = block.sensitive_content.clone();
+            block.check()?;
+            nested.tom_lite = nested_once("tom_lite", &tom_lite, &block.tom_lite)?;
+            nested.classifier_policy = nested_once(
+                "classifier_policy",
+                &classifier_policy,
+                &block.classifier_policy,
+            )?;
+            tom_lite = tom_lite.or(block.tom_lite);
+            classifier_policy = classifier_policy.or(block.classifier_policy);
+        }
+        let policy = Policy {
+            tom_lite: tom_lite.unwrap_or_default(),
+            tom_lite_promotion_policy: self.tom_lite_promotion_policy,
+            classifier_policy: classifier_policy.unwrap_or_default(),
+            run: self.run,
+            persona_memory_policy: PersonaMemoryPolicy {
+                sensitive_content: sensitive_content.unwrap_or_default(),
+            },
+        };
+        Ok((policy, nested))
+    }
+}
+
+/// Whether block `name` is given under `persona_memory_policy`; an error
+/// when it is given there and at the top level too.
+fn nested_once<T>(
+    name: &str,
+    top_level: &Option<T>,
+    under_persona: &Option<T>,
+) -> Result<bool, (String, String)> {
+    if top_level.is_some() && under_persona.is_some() {
+        return Err((
+            name.into(),
+            "given both at the top level and under persona_memory_policy; keep one (the seed's layout has it under persona_memory_policy)".into(),
+        ));
+    }
+    Ok(under_persona.is_some())
 }
 
 /// A failed check: the key's path and what is wrong with it.
