@@ -296,127 +296,182 @@ pub fn record_from_map(
     origin: Origin,
     opts: &IngestOptions,
 ) -> Result<Record, Reject> {
-    let id_value = obj
-        .get("id")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty());
-    let reject = |field: &str, error: String| Reject {
-        source: origin.source.clone(),
-        line: origin.line,
-        record_id: id_value.map(str::to_string),
-        field: Some(field.to_string()),
-        error,
-    };
-    let required = |field: &str| -> Result<&str, Reject> {
-        match obj.get(field) {
-            None | Some(Value::Null) => Err(reject(field, "missing required field".into())),
-            Some(Value::String(s)) if s.trim().is_empty() => {
-                Err(reject(field, "must not be empty".into()))
-            }
-            Some(Value::String(s)) => Ok(s.as_str()),
-            Some(other) => Err(reject(
-                field,
-                format!("expected a string, found {}", json_type(other)),
-            )),
+    match RecordFields::read(obj, opts.max_text_bytes) {
+        Ok(fields) => Ok(fields.into_record(origin)),
+        Err((field, error)) => Err(Reject {
+            record_id: obj
+                .get("id")
+                .and_then(Value::as_str)
+                .filter(|id| !id.is_empty())
+                .map(str::to_string),
+            source: origin.source,
+            line: origin.line,
+            field: Some(field.to_string()),
+            error,
+        }),
+    }
+}
+
+/// A broken field of a record: its name and what is wrong.
+type FieldError = (&'static str, String);
+
+/// The checked fields of one record, borrowed from its JSON object.
+struct RecordFields<'a> {
+    id: &'a str,
+    persona_id: &'a str,
+    kind: RecordKind,
+    source_path: &'a str,
+    created_at: &'a str,
+    text: &'a str,
+    flags: Vec<String>,
+    user_id: Option<String>,
+}
+
+impl<'a> RecordFields<'a> {
+    /// Checks the fields in the order their errors are reported.
+    fn read(obj: &'a Map<String, Value>, max_text_bytes: u64) -> Result<Self, FieldError> {
+        let id = required_str(obj, "id")?;
+        let persona_id = required_str(obj, "persona_id")?;
+        let kind = record_kind(obj)?;
+        let source_path = required_str(obj, "source_path")?;
+        let created_at = required_str(obj, "created_at")?;
+        DateTime::parse_from_rfc3339(created_at).map_err(|error| {
+            (
+                "created_at",
+                format!("`{created_at}` is not an RFC3339 timestamp: {error}"),
+            )
+        })?;
+        Ok(Self {
+            id,
+            persona_id,
+            kind,
+            source_path,
+            created_at,
+            text: record_text(obj, max_text_bytes)?,
+            flags: record_flags(obj)?,
+            user_id: optional_user_id(obj)?,
+        })
+    }
+
+    /// The record, owning its fields, read at `origin`.
+    fn into_record(self, origin: Origin) -> Record {
+        Record {
+            id: self.id.to_string(),
+            persona_id: self.persona_id.to_string(),
+            kind: self.kind,
+            source_path: self.source_path.to_string(),
+            created_at: self.created_at.to_string(),
+            text: self.text.to_string(),
+            flags: self.flags,
+            user_id: self.user_id,
+            origin,
         }
-    };
-    let id = required("id")?;
-    let persona_id = required("persona_id")?;
-    let kind_s = required("kind")?;
-    let kind = RecordKind::parse(kind_s).ok_or_else(|| {
-        reject(
+    }
+}
+
+/// A string field that must be present and not blank.
+fn required_str<'a>(
+    obj: &'a Map<String, Value>,
+    field: &'static str,
+) -> Result<&'a str, FieldError> {
+    match obj.get(field) {
+        None | Some(Value::Null) => Err((field, "missing required field".into())),
+        Some(Value::String(value)) if value.trim().is_empty() => {
+            Err((field, "must not be empty".into()))
+        }
+        Some(Value::String(value)) => Ok(value.as_str()),
+        Some(other) => Err((
+            field,
+            format!("expected a string, found {}", json_type(other)),
+        )),
+    }
+}
+
+/// `kind`: one of the three record kinds.
+fn record_kind(obj: &Map<String, Value>) -> Result<RecordKind, FieldError> {
+    let kind = required_str(obj, "kind")?;
+    RecordKind::parse(kind).ok_or_else(|| {
+        (
             "kind",
-            format!(
-                "unknown kind `{kind_s}` (expected journal, session_summary or persona_memory)"
-            ),
+            format!("unknown kind `{kind}` (expected journal, session_summary or persona_memory)"),
         )
-    })?;
-    let source_path = required("source_path")?;
-    let created_at = required("created_at")?;
-    DateTime::parse_from_rfc3339(created_at).map_err(|e| {
-        reject(
-            "created_at",
-            format!("`{created_at}` is not an RFC3339 timestamp: {e}"),
-        )
-    })?;
+    })
+}
+
+/// `text`: present, not blank, at most `max_text_bytes` long.
+fn record_text(obj: &Map<String, Value>, max_text_bytes: u64) -> Result<&str, FieldError> {
     let text = match obj.get("text") {
-        None | Some(Value::Null) => return Err(reject("text", "missing required field".into())),
-        Some(Value::String(s)) => s,
+        None | Some(Value::Null) => return Err(("text", "missing required field".into())),
+        Some(Value::String(text)) => text,
         Some(other) => {
-            return Err(reject(
+            return Err((
                 "text",
                 format!("expected a string, found {}", json_type(other)),
             ));
         }
     };
     if text.trim().is_empty() {
-        return Err(reject("text", "must not be empty".into()));
+        return Err(("text", "must not be empty".into()));
     }
-    if text.len() as u64 > opts.max_text_bytes {
-        return Err(reject(
+    if text.len() as u64 > max_text_bytes {
+        return Err((
             "text",
             format!(
-                "{} bytes, over the limit of {} bytes (rejected, not truncated)",
-                text.len(),
-                opts.max_text_bytes
+                "{} bytes, over the limit of {max_text_bytes} bytes (rejected, not truncated)",
+                text.len()
             ),
         ));
     }
-    let flags = match obj.get("flags") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(items)) => {
-            let mut flags = Vec::with_capacity(items.len());
-            for item in items {
-                match item.as_str() {
-                    Some(f) if FLAGS.contains(&f) => {
-                        if !flags.iter().any(|x| x == f) {
-                            flags.push(f.to_string());
-                        }
-                    }
-                    Some(f) => {
-                        return Err(reject(
-                            "flags",
-                            format!("unknown flag `{f}` (expected sensitive or safety)"),
-                        ));
-                    }
-                    None => {
-                        return Err(reject(
-                            "flags",
-                            format!("expected strings, found {}", json_type(item)),
-                        ));
-                    }
-                }
-            }
-            flags
-        }
+    Ok(text)
+}
+
+/// `flags`: absent, or a list of known flags (repeats kept once).
+fn record_flags(obj: &Map<String, Value>) -> Result<Vec<String>, FieldError> {
+    let items = match obj.get("flags") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(items)) => items,
         Some(other) => {
-            return Err(reject(
+            return Err((
                 "flags",
                 format!("expected a list of strings, found {}", json_type(other)),
             ));
         }
     };
-    let user_id = match obj.get("user_id") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(other) => {
-            return Err(reject(
-                "user_id",
-                format!("expected a string, found {}", json_type(other)),
-            ));
+    let mut flags = Vec::with_capacity(items.len());
+    for item in items {
+        match item.as_str() {
+            Some(flag) if FLAGS.contains(&flag) => {
+                if !flags.iter().any(|kept| kept == flag) {
+                    flags.push(flag.to_string());
+                }
+            }
+            Some(flag) => {
+                return Err((
+                    "flags",
+                    format!("unknown flag `{flag}` (expected sensitive or safety)"),
+                ));
+            }
+            None => {
+                return Err((
+                    "flags",
+                    format!("expected strings, found {}", json_type(item)),
+                ));
+            }
         }
-    };
-    Ok(Record {
-        id: id.to_string(),
-        persona_id: persona_id.to_string(),
-        kind,
-        source_path: source_path.to_string(),
-        created_at: created_at.to_string(),
-        text: text.clone(),
-        flags,
-        user_id,
-        origin,
-    })
+    }
+    Ok(flags)
+}
+
+/// `user_id`: absent or a string.
+fn optional_user_id(obj: &Map<String, Value>) -> Result<Option<String>, FieldError> {
+    match obj.get("user_id") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(user_id)) => Ok(Some(user_id.clone())),
+        Some(other) => Err((
+            "user_id",
+            format!("expected a string, found {}", json_type(other)),
+        )),
+    }
 }
 
 /// `created_at` of a journal: the date it starts with, else its mtime.
