@@ -81,129 +81,153 @@ impl<R: BufRead> Iterator for JsonlRecords<R> {
     type Item = Result<Item, IngestError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let cap = self.cap;
         if !self.sniffed {
             self.sniffed = true;
-            let head = match self.reader.fill_buf() {
-                Ok(head) if head.starts_with(UTF8_BOM) => {
-                    self.reader.consume(UTF8_BOM.len());
-                    self.reader.fill_buf()
-                }
-                other => other,
-            };
-            match head {
-                Ok(head) => {
-                    if let Some(what) = binary_format(head) {
-                        self.done = true;
-                        return Some(Ok(Item::Reject(Reject {
-                            source: self.source.clone(),
-                            line: 0,
-                            record_id: None,
-                            field: None,
-                            error: format!("not JSONL: {what}; the file is not read"),
-                        })));
+            if let Some(not_jsonl) = self.sniff_binary_format() {
+                self.done = true;
+                return Some(not_jsonl);
+            }
+        }
+        while !self.done {
+            match read_line_capped(&mut self.reader, &mut self.buf, self.cap) {
+                Ok(None) => self.done = true,
+                Ok(Some(read)) => {
+                    self.line += 1;
+                    if read.over {
+                        return Some(Ok(self.line_too_long(read.len)));
+                    }
+                    if !self.buf.iter().all(u8::is_ascii_whitespace) {
+                        return Some(Ok(self.line_item()));
                     }
                 }
                 Err(source) => {
                     self.done = true;
-                    return Some(Err(IngestError::Io {
-                        path: self.path.clone(),
-                        source,
-                    }));
+                    return Some(Err(self.io_error(source)));
                 }
             }
         }
-        loop {
-            if self.done {
-                return None;
+        None
+    }
+}
+
+impl<R: BufRead> JsonlRecords<R> {
+    /// Skips a UTF-8 byte order mark; an input that starts like a binary
+    /// format yields a single reject at line 0, an unreadable one an error.
+    fn sniff_binary_format(&mut self) -> Option<Result<Item, IngestError>> {
+        let head = match self.reader.fill_buf() {
+            Ok(head) if head.starts_with(UTF8_BOM) => {
+                self.reader.consume(UTF8_BOM.len());
+                self.reader.fill_buf()
             }
-            let (over, len) = match read_line_capped(&mut self.reader, &mut self.buf, cap) {
-                Ok(None) => {
-                    self.done = true;
-                    return None;
-                }
-                Ok(Some(l)) => (l.over, l.len),
-                Err(source) => {
-                    self.done = true;
-                    return Some(Err(IngestError::Io {
-                        path: self.path.clone(),
-                        source,
-                    }));
-                }
-            };
-            self.line += 1;
-            if !over && self.buf.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            let reject = |record_id: Option<String>, field: Option<&str>, error: String| {
+            other => other,
+        };
+        match head {
+            Ok(head) => {
+                let what = binary_format(head)?;
                 Some(Ok(Item::Reject(Reject {
                     source: self.source.clone(),
-                    line: self.line,
-                    record_id,
-                    field: field.map(str::to_string),
-                    error,
+                    line: 0,
+                    record_id: None,
+                    field: None,
+                    error: format!("not JSONL: {what}; the file is not read"),
                 })))
-            };
-            if over {
-                return reject(
-                    sniff_record_id(&self.buf, "id"),
-                    Some("text"),
-                    format!(
-                        "line is too long: {len} bytes, over the line limit of {cap} bytes \
-                         (text limit {} bytes); skipped, not loaded",
-                        self.opts.max_text_bytes
-                    ),
+            }
+            Err(source) => Some(Err(IngestError::Io {
+                path: self.path.clone(),
+                source,
+            })),
+        }
+    }
+}
+
+impl<R> JsonlRecords<R> {
+    /// A read error of the input.
+    fn io_error(&self, source: std::io::Error) -> IngestError {
+        IngestError::Io {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// A reject of the current line.
+    fn reject(&self, record_id: Option<String>, field: Option<&str>, error: String) -> Item {
+        Item::Reject(Reject {
+            source: self.source.clone(),
+            line: self.line,
+            record_id,
+            field: field.map(str::to_string),
+            error,
+        })
+    }
+
+    /// The current line was `len` bytes, over the cap (only its start is in
+    /// the buffer).
+    fn line_too_long(&self, len: u64) -> Item {
+        self.reject(
+            sniff_record_id(&self.buf, "id"),
+            Some("text"),
+            format!(
+                "line is too long: {len} bytes, over the line limit of {} bytes \
+                 (text limit {} bytes); skipped, not loaded",
+                self.cap, self.opts.max_text_bytes
+            ),
+        )
+    }
+
+    /// The current (not blank) line as a record or a reject.
+    fn line_item(&self) -> Item {
+        let line = match std::str::from_utf8(&self.buf) {
+            Ok(line) => line,
+            Err(error) => return self.invalid_utf8(error),
+        };
+        let obj: Map<String, Value> = match serde_json::from_str::<Value>(line) {
+            Ok(Value::Object(obj)) => obj,
+            Ok(other) => {
+                return self.reject(
+                    None,
+                    None,
+                    format!("expected a JSON object, found {}", json_type(&other)),
                 );
             }
-            let line = match std::str::from_utf8(&self.buf) {
-                Ok(s) => s,
-                Err(e) => {
-                    let lossy = String::from_utf8_lossy(&self.buf);
-                    let parsed: Option<Map<String, Value>> = serde_json::from_str(&lossy).ok();
-                    let id = parsed
-                        .as_ref()
-                        .and_then(|m| m.get("id"))
-                        .and_then(Value::as_str)
-                        .filter(|s| !s.is_empty())
-                        .map(str::to_string);
-                    let field = parsed.as_ref().and_then(|m| {
-                        m.iter()
-                            .find(|(_, v)| v.as_str().is_some_and(|s| s.contains('\u{fffd}')))
-                            .map(|(k, _)| k.clone())
-                    });
-                    return reject(
-                        id,
-                        field.as_deref(),
-                        format!("invalid UTF-8 at byte {} of the line", e.valid_up_to()),
-                    );
-                }
-            };
-            let obj: Map<String, Value> = match serde_json::from_str::<Value>(line) {
-                Ok(Value::Object(m)) => m,
-                Ok(other) => {
-                    return reject(
-                        None,
-                        None,
-                        format!("expected a JSON object, found {}", json_type(&other)),
-                    );
-                }
-                Err(e) => {
-                    return reject(
-                        sniff_record_id(line.as_bytes(), "id"),
-                        None,
-                        format!("malformed JSON: {e}"),
-                    );
-                }
-            };
-            let origin = Origin {
-                source: self.source.clone(),
-                line: self.line,
-            };
-            return Some(Ok(match record_from_map(&obj, origin, &self.opts) {
-                Ok(r) => Item::Record(Box::new(r)),
-                Err(r) => Item::Reject(r),
-            }));
+            Err(error) => {
+                return self.reject(
+                    sniff_record_id(line.as_bytes(), "id"),
+                    None,
+                    format!("malformed JSON: {error}"),
+                );
+            }
+        };
+        let origin = Origin {
+            source: self.source.clone(),
+            line: self.line,
+        };
+        match record_from_map(&obj, origin, &self.opts) {
+            Ok(record) => Item::Record(Box::new(record)),
+            Err(reject) => Item::Reject(reject),
         }
+    }
+
+    /// The current line is not UTF-8: the reject names the record and the
+    /// field holding the bad bytes when the line parses once they are replaced.
+    fn invalid_utf8(&self, error: std::str::Utf8Error) -> Item {
+        let lossy = String::from_utf8_lossy(&self.buf);
+        let parsed: Option<Map<String, Value>> = serde_json::from_str(&lossy).ok();
+        let record_id = parsed
+            .as_ref()
+            .and_then(|obj| obj.get("id"))
+            .and_then(Value::as_str)
+            .filter(|id| !id.is_empty())
+            .map(str::to_string);
+        let field = parsed.as_ref().and_then(|obj| {
+            obj.iter()
+                .find(|(_, value)| value.as_str().is_some_and(|text| text.contains('\u{fffd}')))
+                .map(|(name, _)| name.clone())
+        });
+        self.reject(
+            record_id,
+            field.as_deref(),
+            format!("invalid UTF-8 at byte {} of the line", error.valid_up_to()),
+        )
     }
 }
 
