@@ -8,7 +8,7 @@
 
 use sha2::{Digest as _, Sha256};
 
-use crate::annotate::{Annotated, Annotation, Quote, Scored, Sensitive};
+use crate::annotate::{Annotated, Annotation, EdgeCandidate, Quote, Scored, Sensitive};
 use crate::ingest::record::Record;
 use crate::rules::policy::Policy;
 use crate::rules::reason::Reason;
@@ -498,123 +498,197 @@ fn check_quote(q: &Quote, text: &str, reasons: &mut Vec<Reason>, detail: &mut Ve
 
 fn decide_edges(
     record: &Record,
-    a: &Annotation,
+    annotation: &Annotation,
     policy: &Policy,
     nodes: &dyn Nodes,
     sensitive: &SensitiveCheck,
 ) -> Vec<EdgeItem> {
-    let when = &policy.tom_lite_promotion_policy.promote_edges_when;
-    let max = when.max_edges_per_record as usize;
-    let self_node = format!("memory:{}", record.id);
-    a.edges
+    let rules = EdgeRules {
+        record,
+        policy,
+        nodes,
+        sensitive,
+        self_node: format!("memory:{}", record.id),
+        candidates: annotation.edges.len(),
+    };
+    annotation
+        .edges
         .iter()
         .enumerate()
-        .map(|(i, e)| {
-            let mut reasons = Vec::new();
-            let mut detail = Vec::new();
-            let mut pending = Vec::new();
-            let mut suggested_label = None;
-            for p in &e.problems {
-                add(&mut reasons, Reason::UnparseableAnnotation);
-                detail.push(p.clone());
-            }
-            if a.edges.len() > max {
-                add(&mut reasons, Reason::MoreThanTwoEdgeCandidates);
-                detail.push(format!(
-                    "{} edge candidates, at most {max} per record",
-                    a.edges.len()
-                ));
-            }
-            for r in &sensitive.reasons {
-                add(&mut reasons, *r);
-            }
-            detail.extend(sensitive.detail.iter().cloned());
-            match &e.relation {
-                None => {
-                    add(&mut reasons, Reason::UnparseableAnnotation);
-                    detail.push("edge has no relation".into());
-                }
-                Some(rel) => {
-                    if let Some((s, d)) = check_label(policy, Field::TomKind, rel) {
-                        add(&mut reasons, Reason::FreeformTomLabel);
-                        suggested_label = s.map(str::to_string);
-                        detail.push(d.replacen("tom_kind", "relation", 1));
-                    }
-                }
-            }
-            match e.confidence {
-                Some(c) if c >= when.edge_confidence_min => {}
-                Some(c) => {
-                    add(&mut reasons, Reason::ConfidenceBelowThreshold);
-                    detail.push(format!(
-                        "edge confidence {c} < {}",
-                        when.edge_confidence_min
-                    ));
-                }
-                None => {
-                    add(&mut reasons, Reason::ConfidenceBelowThreshold);
-                    detail.push("edge has no confidence".into());
-                }
-            }
-            check_quote(&e.quote, &record.text, &mut reasons, &mut detail);
-            let source = e.source_node.clone().unwrap_or_else(|| self_node.clone());
-            // Both nodes must exist, whatever the policy says (it refuses
-            // `both_nodes_must_exist: false`).
-            {
-                let mut check = |node: Option<&str>, role: &str| match node {
-                    None => {
-                        add(&mut reasons, Reason::UnknownTargetNode);
-                        detail.push(format!("edge has no {role} node"));
-                    }
-                    Some(n) if n == self_node => {}
-                    Some(n) => match nodes.exists(n) {
-                        Exists::Yes => {}
-                        Exists::No => {
-                            add(&mut reasons, Reason::UnknownTargetNode);
-                            detail.push(format!("{role} node `{n}` does not exist"));
-                        }
-                        Exists::Later(id) => pending.push(id),
-                    },
-                };
-                check(Some(&source), "source");
-                if let Some(t) = &e.target_node {
-                    check(Some(t), "target");
-                }
-            }
-            // An edge without a target is never promoted, whatever the
-            // policy says of node existence: there is nothing to point at.
-            if e.target_node.is_none() {
-                add(&mut reasons, Reason::UnknownTargetNode);
-                detail.push(match &e.target_mention {
-                    Some(m) => format!(
-                        "no registry node for the mention `{m}`: add it (or an alias) to the registry"
-                    ),
-                    None => "edge has no target node".into(),
-                });
-            }
-            // An unresolved target is keyed by its mention, so the same
-            // unknown name in the same record keeps its key every night.
-            let target_key = match (&e.target_node, &e.target_mention) {
-                (Some(t), _) => t.clone(),
-                (None, Some(m)) => format!("?{}", crate::graph::mentions::fold(m.trim())),
-                (None, None) => String::new(),
-            };
-            EdgeItem {
-                item_id: format!("{}#edge{i}", record.id),
-                edge_key: edge_key(&source, e.relation.as_deref().unwrap_or(""), &target_key),
-                source_node: source,
-                relation: e.relation.clone(),
-                target_node: e.target_node.clone(),
-                target_mention: e.target_mention.clone(),
-                confidence: e.confidence,
-                quote: e.quote.clone(),
-                reasons,
-                suggested_label,
-                detail,
-                pending,
-            }
-        })
+        .map(|(index, edge)| rules.decide(index, edge))
         .collect()
+}
+
+/// What every edge of one record is checked against.
+struct EdgeRules<'a> {
+    record: &'a Record,
+    policy: &'a Policy,
+    nodes: &'a dyn Nodes,
+    sensitive: &'a SensitiveCheck,
+    /// `memory:<record id>`: an edge's source when it names none.
+    self_node: String,
+    /// How many edge candidates the record has.
+    candidates: usize,
+}
+
+impl EdgeRules<'_> {
+    /// Decides the record's edge number `index`.
+    fn decide(&self, index: usize, edge: &EdgeCandidate) -> EdgeItem {
+        let when = &self.policy.tom_lite_promotion_policy.promote_edges_when;
+        let mut reasons = Vec::new();
+        let mut detail = Vec::new();
+        for problem in &edge.problems {
+            add(&mut reasons, Reason::UnparseableAnnotation);
+            detail.push(problem.clone());
+        }
+        let max = when.max_edges_per_record as usize;
+        if self.candidates > max {
+            add(&mut reasons, Reason::MoreThanTwoEdgeCandidates);
+            detail.push(format!(
+                "{} edge candidates, at most {max} per record",
+                self.candidates
+            ));
+        }
+        for reason in &self.sensitive.reasons {
+            add(&mut reasons, *reason);
+        }
+        detail.extend(self.sensitive.detail.iter().cloned());
+        let suggested_label = check_relation(self.policy, edge, &mut reasons, &mut detail);
+        check_confidence(
+            "edge",
+            edge.confidence,
+            when.edge_confidence_min,
+            &mut reasons,
+            &mut detail,
+        );
+        check_quote(&edge.quote, &self.record.text, &mut reasons, &mut detail);
+        let source = edge
+            .source_node
+            .clone()
+            .unwrap_or_else(|| self.self_node.clone());
+        let pending = self.check_nodes(&source, edge, &mut reasons, &mut detail);
+        EdgeItem {
+            item_id: format!("{}#edge{index}", self.record.id),
+            edge_key: edge_key(
+                &source,
+                edge.relation.as_deref().unwrap_or(""),
+                &target_key(edge),
+            ),
+            source_node: source,
+            relation: edge.relation.clone(),
+            target_node: edge.target_node.clone(),
+            target_mention: edge.target_mention.clone(),
+            confidence: edge.confidence,
+            quote: edge.quote.clone(),
+            reasons,
+            suggested_label,
+            detail,
+            pending,
+        }
+    }
+
+    /// Both nodes must exist, whatever the policy says (it refuses
+    /// `both_nodes_must_exist: false`); returns the memory nodes that must
+    /// still be confirmed when the input ends.
+    fn check_nodes(
+        &self,
+        source: &str,
+        edge: &EdgeCandidate,
+        reasons: &mut Vec<Reason>,
+        detail: &mut Vec<String>,
+    ) -> Vec<String> {
+        let mut pending = Vec::new();
+        self.check_node(source, "source", reasons, detail, &mut pending);
+        if let Some(target) = &edge.target_node {
+            self.check_node(target, "target", reasons, detail, &mut pending);
+        }
+        // An edge without a target is never promoted, whatever the policy
+        // says of node existence: there is nothing to point at.
+        if edge.target_node.is_none() {
+            add(reasons, Reason::UnknownTargetNode);
+            detail.push(match &edge.target_mention {
+                Some(mention) => format!(
+                    "no registry node for the mention `{mention}`: add it (or an alias) to the registry"
+                ),
+                None => "edge has no target node".into(),
+            });
+        }
+        pending
+    }
+
+    /// One node of an edge (`role`: source or target) exists, or is a
+    /// memory still to come (pushed to `pending`).
+    fn check_node(
+        &self,
+        node: &str,
+        role: &str,
+        reasons: &mut Vec<Reason>,
+        detail: &mut Vec<String>,
+        pending: &mut Vec<String>,
+    ) {
+        if node == self.self_node {
+            return;
+        }
+        match self.nodes.exists(node) {
+            Exists::Yes => {}
+            Exists::No => {
+                add(reasons, Reason::UnknownTargetNode);
+                detail.push(format!("{role} node `{node}` does not exist"));
+            }
+            Exists::Later(id) => pending.push(id),
+        }
+    }
+}
+
+/// An edge's relation is a tom_kind of the policy; returns the suggestion
+/// for a free-form one.
+fn check_relation(
+    policy: &Policy,
+    edge: &EdgeCandidate,
+    reasons: &mut Vec<Reason>,
+    detail: &mut Vec<String>,
+) -> Option<String> {
+    let Some(relation) = &edge.relation else {
+        add(reasons, Reason::UnparseableAnnotation);
+        detail.push("edge has no relation".into());
+        return None;
+    };
+    let (suggestion, label_detail) = check_label(policy, Field::TomKind, relation)?;
+    add(reasons, Reason::FreeformTomLabel);
+    detail.push(label_detail.replacen("tom_kind", "relation", 1));
+    suggestion.map(str::to_string)
+}
+
+/// The target part of an edge's key. An unresolved target is keyed by its
+/// mention, so the same unknown name in the same record keeps its key every
+/// night.
+fn target_key(edge: &EdgeCandidate) -> String {
+    match (&edge.target_node, &edge.target_mention) {
+        (Some(target), _) => target.clone(),
+        (None, Some(mention)) => format!("?{}", crate::graph::mentions::fold(mention.trim())),
+        (None, None) => String::new(),
+    }
+}
+
+/// A confidence (of `what`: a field or `edge`) at or above `min`.
+fn check_confidence(
+    what: &str,
+    confidence: Option<f64>,
+    min: f64,
+    reasons: &mut Vec<Reason>,
+    detail: &mut Vec<String>,
+) {
+    match confidence {
+        Some(confidence) if confidence >= min => {}
+        Some(confidence) => {
+            add(reasons, Reason::ConfidenceBelowThreshold);
+            detail.push(format!("{what} confidence {confidence} < {min}"));
+        }
+        None => {
+            add(reasons, Reason::ConfidenceBelowThreshold);
+            detail.push(format!("{what} has no confidence"));
+        }
+    }
 }
 
 #[cfg(test)]
