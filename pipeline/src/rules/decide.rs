@@ -8,7 +8,9 @@
 
 use sha2::{Digest as _, Sha256};
 
-use crate::annotate::{Annotated, Annotation, EdgeCandidate, Quote, Scored, Sensitive};
+use crate::annotate::{
+    Annotated, Annotation, EdgeCandidate, Quote, Scored, Sensitive, TagCandidate,
+};
 use crate::ingest::record::Record;
 use crate::rules::policy::Policy;
 use crate::rules::reason::Reason;
@@ -347,137 +349,177 @@ fn record_label(
             }
         }
     }
-    match first.confidence {
-        Some(c) if c >= min => {}
-        Some(c) => {
-            add(reasons, Reason::ConfidenceBelowThreshold);
-            detail.push(format!("{} confidence {c} < {min}", field.name()));
-        }
-        None => {
-            add(reasons, Reason::ConfidenceBelowThreshold);
-            detail.push(format!("{} has no confidence", field.name()));
-        }
-    }
+    check_confidence(field.name(), first.confidence, min, reasons, detail);
     (first.label.clone(), first.confidence, suggestion)
 }
 
 fn decide_tags(
     record: &Record,
-    a: &Annotation,
+    annotation: &Annotation,
     policy: &Policy,
     sensitive: &SensitiveCheck,
 ) -> Vec<TagItem> {
-    let when = &policy.tom_lite_promotion_policy.promote_tags_when;
     // Record-level reasons first: they apply to every tag.
-    let mut shared = Vec::new();
-    let mut shared_detail = Vec::new();
-    let (affect, affect_confidence, suggested_affect) = record_label(
-        policy,
-        Field::Affect,
-        when.affect_confidence_min,
-        &a.affect,
-        &mut shared,
-        &mut shared_detail,
-    );
-    let (intensity, intensity_confidence, suggested_intensity) = record_label(
-        policy,
-        Field::Intensity,
-        when.intensity_confidence_min,
-        &a.intensity,
-        &mut shared,
-        &mut shared_detail,
-    );
-    let max_kinds = policy.tom_lite.max_tom_kinds_per_memory as usize;
-    if a.tags.len() > max_kinds {
-        add(&mut shared, Reason::TooManyLabels);
-        shared_detail.push(format!(
-            "{} tags, at most {max_kinds} per record",
-            a.tags.len()
-        ));
-    }
-    let kinds: Vec<&str> = a
+    let shared = RecordLabels::check(annotation, policy, sensitive);
+    annotation
         .tags
         .iter()
-        .filter_map(|t| t.tom_kind.as_deref())
+        .enumerate()
+        .map(|(index, tag)| decide_tag(record, policy, &shared, index, tag))
+        .collect()
+}
+
+/// The record's affect and intensity, which every tag carries, and the
+/// reasons that apply to every tag of the record.
+struct RecordLabels {
+    affect: Option<String>,
+    affect_confidence: Option<f64>,
+    suggested_affect: Option<String>,
+    intensity: Option<String>,
+    intensity_confidence: Option<f64>,
+    suggested_intensity: Option<String>,
+    reasons: Vec<Reason>,
+    detail: Vec<String>,
+}
+
+impl RecordLabels {
+    /// Checks the record's labels, their counts and its sensitivity.
+    fn check(annotation: &Annotation, policy: &Policy, sensitive: &SensitiveCheck) -> Self {
+        let when = &policy.tom_lite_promotion_policy.promote_tags_when;
+        let mut reasons = Vec::new();
+        let mut detail = Vec::new();
+        let (affect, affect_confidence, suggested_affect) = record_label(
+            policy,
+            Field::Affect,
+            when.affect_confidence_min,
+            &annotation.affect,
+            &mut reasons,
+            &mut detail,
+        );
+        let (intensity, intensity_confidence, suggested_intensity) = record_label(
+            policy,
+            Field::Intensity,
+            when.intensity_confidence_min,
+            &annotation.intensity,
+            &mut reasons,
+            &mut detail,
+        );
+        check_label_counts(annotation, policy, &mut reasons, &mut detail);
+        for reason in &sensitive.reasons {
+            add(&mut reasons, *reason);
+        }
+        detail.extend(sensitive.detail.iter().cloned());
+        Self {
+            affect,
+            affect_confidence,
+            suggested_affect,
+            intensity,
+            intensity_confidence,
+            suggested_intensity,
+            reasons,
+            detail,
+        }
+    }
+}
+
+/// The per-record limits: tom_kinds (and no kind twice), affects, intensities.
+fn check_label_counts(
+    annotation: &Annotation,
+    policy: &Policy,
+    reasons: &mut Vec<Reason>,
+    detail: &mut Vec<String>,
+) {
+    let max_kinds = policy.tom_lite.max_tom_kinds_per_memory as usize;
+    if annotation.tags.len() > max_kinds {
+        add(reasons, Reason::TooManyLabels);
+        detail.push(format!(
+            "{} tags, at most {max_kinds} per record",
+            annotation.tags.len()
+        ));
+    }
+    let kinds: Vec<&str> = annotation
+        .tags
+        .iter()
+        .filter_map(|tag| tag.tom_kind.as_deref())
         .collect();
     if kinds
         .iter()
         .enumerate()
-        .any(|(i, k)| kinds[..i].contains(k))
+        .any(|(index, kind)| kinds[..index].contains(kind))
     {
-        add(&mut shared, Reason::TooManyLabels);
-        shared_detail.push("the same tom_kind is tagged twice".into());
+        add(reasons, Reason::TooManyLabels);
+        detail.push("the same tom_kind is tagged twice".into());
     }
-    if a.affect.len() > policy.tom_lite.max_affect_labels_per_memory as usize
-        || a.intensity.len() > 1
+    if annotation.affect.len() > policy.tom_lite.max_affect_labels_per_memory as usize
+        || annotation.intensity.len() > 1
     {
-        add(&mut shared, Reason::TooManyLabels);
-        shared_detail.push(format!(
+        add(reasons, Reason::TooManyLabels);
+        detail.push(format!(
             "{} affect and {} intensity labels, at most 1 of each per record",
-            a.affect.len(),
-            a.intensity.len()
+            annotation.affect.len(),
+            annotation.intensity.len()
         ));
     }
-    for r in &sensitive.reasons {
-        add(&mut shared, *r);
+}
+
+/// Decides the record's tag number `index`.
+fn decide_tag(
+    record: &Record,
+    policy: &Policy,
+    shared: &RecordLabels,
+    index: usize,
+    tag: &TagCandidate,
+) -> TagItem {
+    let when = &policy.tom_lite_promotion_policy.promote_tags_when;
+    let mut reasons = shared.reasons.clone();
+    let mut detail = shared.detail.clone();
+    for problem in &tag.problems {
+        add(&mut reasons, Reason::UnparseableAnnotation);
+        detail.push(problem.clone());
     }
-    shared_detail.extend(sensitive.detail.iter().cloned());
-    a.tags
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            let mut reasons = shared.clone();
-            let mut detail = shared_detail.clone();
-            let mut suggested_label = None;
-            for p in &t.problems {
-                add(&mut reasons, Reason::UnparseableAnnotation);
-                detail.push(p.clone());
-            }
-            match &t.tom_kind {
-                None => {
-                    add(&mut reasons, Reason::UnparseableAnnotation);
-                    detail.push("tag has no tom_kind".into());
-                }
-                Some(k) => {
-                    if let Some((s, d)) = check_label(policy, Field::TomKind, k) {
-                        add(&mut reasons, Reason::FreeformTomLabel);
-                        suggested_label = s.map(str::to_string);
-                        detail.push(d);
-                    }
-                }
-            }
-            match t.confidence {
-                Some(c) if c >= when.tom_kind_confidence_min => {}
-                Some(c) => {
-                    add(&mut reasons, Reason::ConfidenceBelowThreshold);
-                    detail.push(format!(
-                        "tom_kind confidence {c} < {}",
-                        when.tom_kind_confidence_min
-                    ));
-                }
-                None => {
-                    add(&mut reasons, Reason::ConfidenceBelowThreshold);
-                    detail.push("tom_kind has no confidence".into());
-                }
-            }
-            check_quote(&t.quote, &record.text, &mut reasons, &mut detail);
-            TagItem {
-                item_id: format!("{}#tag{i}", record.id),
-                tom_kind: t.tom_kind.clone(),
-                confidence: t.confidence,
-                affect: affect.clone(),
-                affect_confidence,
-                intensity: intensity.clone(),
-                intensity_confidence,
-                quote: t.quote.clone(),
-                reasons,
-                suggested_label,
-                suggested_affect: suggested_affect.clone(),
-                suggested_intensity: suggested_intensity.clone(),
-                detail,
-            }
-        })
-        .collect()
+    let suggested_label = check_tom_kind(policy, tag, &mut reasons, &mut detail);
+    check_confidence(
+        Field::TomKind.name(),
+        tag.confidence,
+        when.tom_kind_confidence_min,
+        &mut reasons,
+        &mut detail,
+    );
+    check_quote(&tag.quote, &record.text, &mut reasons, &mut detail);
+    TagItem {
+        item_id: format!("{}#tag{index}", record.id),
+        tom_kind: tag.tom_kind.clone(),
+        confidence: tag.confidence,
+        affect: shared.affect.clone(),
+        affect_confidence: shared.affect_confidence,
+        intensity: shared.intensity.clone(),
+        intensity_confidence: shared.intensity_confidence,
+        quote: tag.quote.clone(),
+        reasons,
+        suggested_label,
+        suggested_affect: shared.suggested_affect.clone(),
+        suggested_intensity: shared.suggested_intensity.clone(),
+        detail,
+    }
+}
+
+/// A tag's tom_kind is one of the policy's; returns the suggestion for a
+/// free-form one.
+fn check_tom_kind(
+    policy: &Policy,
+    tag: &TagCandidate,
+    reasons: &mut Vec<Reason>,
+    detail: &mut Vec<String>,
+) -> Option<String> {
+    let Some(kind) = &tag.tom_kind else {
+        add(reasons, Reason::UnparseableAnnotation);
+        detail.push("tag has no tom_kind".into());
+        return None;
+    };
+    let (suggestion, label_detail) = check_label(policy, Field::TomKind, kind)?;
+    add(reasons, Reason::FreeformTomLabel);
+    detail.push(label_detail);
+    suggestion.map(str::to_string)
 }
 
 /// Every tag and edge needs its verbatim quote, whatever the policy says
