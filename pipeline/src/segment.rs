@@ -31,96 +31,135 @@ const ABBREVIATIONS: &[&str] = &[
 
 /// Splits `text` into sentence spans `(start, end)` in bytes.
 pub fn sentences(text: &str) -> Vec<(usize, usize)> {
-    let bytes = text.as_bytes();
     let mut cuts = Vec::new(); // byte positions where a new sentence starts
     let chars: Vec<(usize, char)> = text.char_indices().collect();
-    let mut i = 0;
-    while i < chars.len() {
-        let (pos, c) = chars[i];
-        if c == '\n' {
-            // Blank line, list item, or end of a punctuated or capitalised line.
-            let line_start = text[..pos].rfind('\n').map_or(0, |p| p + 1);
-            let line = text[line_start..pos].trim_end();
-            let rest = &text[pos + 1..];
-            let next_line = rest.split('\n').next().unwrap_or("");
-            let next = next_line.trim_start();
-            let blank = next.is_empty();
-            let ends_punct = line.ends_with(['.', '!', '?', '…', ':', ';']);
-            let next_starts_upper = next
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_uppercase() || c.is_ascii_digit());
-            if blank
-                || ends_punct
-                || is_list_item(next)
-                || is_list_item(line.trim_start())
-                || next_starts_upper
-                || line.is_empty()
-            {
+    let mut index = 0;
+    while index < chars.len() {
+        let (pos, character) = chars[index];
+        if character == '\n' {
+            if newline_ends_sentence(text, pos) {
                 cuts.push(pos + 1);
             }
-            i += 1;
-            continue;
+            index += 1;
+        } else if is_terminal(character) {
+            match after_terminal_run(text, &chars, index, &mut cuts) {
+                Some(resume) => index = resume,
+                None => break,
+            }
+        } else {
+            index += 1;
         }
-        if matches!(c, '.' | '!' | '?' | '…') {
-            // The whole run of terminal punctuation and closing marks.
-            let mut j = i;
-            while j < chars.len() && matches!(chars[j].1, '.' | '!' | '?' | '…') {
-                j += 1;
-            }
-            let run = &text[pos..chars.get(j).map_or(text.len(), |c| c.0)];
-            while j < chars.len() && matches!(chars[j].1, '"' | '\'' | '”' | '’' | ')' | ']' | '»')
-            {
-                j += 1;
-            }
-            if j >= chars.len() {
-                break;
-            }
-            if !chars[j].1.is_whitespace() {
-                i = j;
-                continue;
-            }
-            // Next non-space character.
-            let mut k = j;
-            while k < chars.len() && chars[k].1.is_whitespace() && chars[k].1 != '\n' {
-                k += 1;
-            }
-            if k >= chars.len() || chars[k].1 == '\n' {
-                // The newline rule decides; a trailing punctuation run ends the line anyway.
-                i = k;
-                continue;
-            }
-            let next = chars[k].1;
-            let opens_next = next.is_uppercase()
-                || next.is_ascii_digit()
-                || matches!(
-                    next,
-                    '"' | '\'' | '“' | '‘' | '(' | '[' | '«' | '-' | '*' | '•'
-                )
-                || !next.is_alphabetic();
-            let is_period = run == ".";
-            let is_ellipsis = run == "…" || run.chars().filter(|&c| c == '.').count() >= 3;
-            let mut boundary = opens_next;
-            if is_period && boundary {
-                let word = word_before(text, pos);
-                let lw = word.to_lowercase().replace('.', "");
-                let initial = word.chars().count() == 1 && word.chars().all(|c| c.is_uppercase());
-                if ABBREVIATIONS.contains(&lw.as_str()) || initial {
-                    boundary = false;
-                }
-            }
-            if is_ellipsis && !next.is_uppercase() {
-                boundary = false;
-            }
-            if boundary {
-                cuts.push(chars[k].0);
-            }
-            i = k;
-            continue;
-        }
-        i += 1;
     }
-    // List markers at line starts also start a sentence.
+    push_list_item_starts(text, &mut cuts);
+    cuts.sort_unstable();
+    cuts.dedup();
+    spans_between(text, cuts)
+}
+
+/// Terminal punctuation: a run of these may end a sentence.
+fn is_terminal(character: char) -> bool {
+    matches!(character, '.' | '!' | '?' | '…')
+}
+
+/// The newline at byte `pos` ends a sentence: a blank line, a list item,
+/// or the end of a punctuated or capitalised line.
+fn newline_ends_sentence(text: &str, pos: usize) -> bool {
+    let line_start = text[..pos].rfind('\n').map_or(0, |newline| newline + 1);
+    let line = text[line_start..pos].trim_end();
+    let rest = &text[pos + 1..];
+    let next_line = rest.split('\n').next().unwrap_or("");
+    let next = next_line.trim_start();
+    let blank = next.is_empty();
+    let ends_punct = line.ends_with(['.', '!', '?', '…', ':', ';']);
+    let next_starts_upper = next
+        .chars()
+        .next()
+        .is_some_and(|first| first.is_uppercase() || first.is_ascii_digit());
+    blank
+        || ends_punct
+        || is_list_item(next)
+        || is_list_item(line.trim_start())
+        || next_starts_upper
+        || line.is_empty()
+}
+
+/// Reads the run of terminal punctuation (and closing marks) that starts at
+/// `chars[start]` and pushes the next sentence's start to `cuts` when the
+/// run ends one. Returns the index where scanning resumes; `None` when the
+/// run closes the text.
+fn after_terminal_run(
+    text: &str,
+    chars: &[(usize, char)],
+    start: usize,
+    cuts: &mut Vec<usize>,
+) -> Option<usize> {
+    let pos = chars[start].0;
+    let mut after = start;
+    while after < chars.len() && is_terminal(chars[after].1) {
+        after += 1;
+    }
+    let run = &text[pos..chars.get(after).map_or(text.len(), |(byte, _)| *byte)];
+    while after < chars.len()
+        && matches!(chars[after].1, '"' | '\'' | '”' | '’' | ')' | ']' | '»')
+    {
+        after += 1;
+    }
+    if after >= chars.len() {
+        return None;
+    }
+    if !chars[after].1.is_whitespace() {
+        return Some(after);
+    }
+    // Next non-space character.
+    let mut next_index = after;
+    while next_index < chars.len()
+        && chars[next_index].1.is_whitespace()
+        && chars[next_index].1 != '\n'
+    {
+        next_index += 1;
+    }
+    if next_index >= chars.len() || chars[next_index].1 == '\n' {
+        // The newline rule decides; a trailing punctuation run ends the line anyway.
+        return Some(next_index);
+    }
+    let (next_pos, next) = chars[next_index];
+    if run_ends_sentence(text, pos, run, next) {
+        cuts.push(next_pos);
+    }
+    Some(next_index)
+}
+
+/// Whether the punctuation `run` at byte `pos`, followed by whitespace and
+/// then `next`, ends a sentence.
+fn run_ends_sentence(text: &str, pos: usize, run: &str, next: char) -> bool {
+    let opens_next = next.is_uppercase()
+        || next.is_ascii_digit()
+        || matches!(
+            next,
+            '"' | '\'' | '“' | '‘' | '(' | '[' | '«' | '-' | '*' | '•'
+        )
+        || !next.is_alphabetic();
+    if !opens_next {
+        return false;
+    }
+    let is_ellipsis = run == "…" || run.chars().filter(|&mark| mark == '.').count() >= 3;
+    if is_ellipsis && !next.is_uppercase() {
+        return false;
+    }
+    !(run == "." && ends_abbreviation_or_initial(text, pos))
+}
+
+/// The period at byte `pos` closes an abbreviation (`Dr.`, `e.g.`) or a
+/// single initial (`J.`).
+fn ends_abbreviation_or_initial(text: &str, pos: usize) -> bool {
+    let word = word_before(text, pos);
+    let folded = word.to_lowercase().replace('.', "");
+    let initial = word.chars().count() == 1 && word.chars().all(char::is_uppercase);
+    ABBREVIATIONS.contains(&folded.as_str()) || initial
+}
+
+/// List markers at line starts also start a sentence.
+fn push_list_item_starts(text: &str, cuts: &mut Vec<usize>) {
     let mut line_start = 0;
     for line in text.split_inclusive('\n') {
         let trimmed = line.trim_start();
@@ -129,11 +168,13 @@ pub fn sentences(text: &str) -> Vec<(usize, usize)> {
         }
         line_start += line.len();
     }
-    cuts.sort_unstable();
-    cuts.dedup();
+}
+
+/// The trimmed, non-empty spans between sorted `cuts` and the end of `text`.
+fn spans_between(text: &str, cuts: Vec<usize>) -> Vec<(usize, usize)> {
     let mut spans = Vec::new();
     let mut start = 0;
-    for cut in cuts.into_iter().chain(std::iter::once(bytes.len())) {
+    for cut in cuts.into_iter().chain(std::iter::once(text.len())) {
         if cut <= start {
             continue;
         }
@@ -146,10 +187,10 @@ pub fn sentences(text: &str) -> Vec<(usize, usize)> {
 }
 
 fn trim(text: &str, start: usize, end: usize) -> Option<(usize, usize)> {
-    let s = &text[start..end];
-    let lead = s.len() - s.trim_start().len();
-    let t = s.trim();
-    (!t.is_empty()).then(|| (start + lead, start + lead + t.len()))
+    let span = &text[start..end];
+    let lead = span.len() - span.trim_start().len();
+    let trimmed = span.trim();
+    (!trimmed.is_empty()).then(|| (start + lead, start + lead + trimmed.len()))
 }
 
 /// The word (letters and inner periods) right before byte `pos`.
