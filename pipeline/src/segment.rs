@@ -99,8 +99,7 @@ fn after_terminal_run(
         after += 1;
     }
     let run = &text[pos..chars.get(after).map_or(text.len(), |(byte, _)| *byte)];
-    while after < chars.len()
-        && matches!(chars[after].1, '"' | '\'' | '”' | '’' | ')' | ']' | '»')
+    while after < chars.len() && matches!(chars[after].1, '"' | '\'' | '”' | '’' | ')' | ']' | '»')
     {
         after += 1;
     }

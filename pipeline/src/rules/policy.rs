@@ -909,7 +909,11 @@ impl PromotionPolicy {
             }
         }
         for reason in Reason::SEED {
-            if !self.quarantine_when.iter().any(|listed| listed == reason.as_str()) {
+            if !self
+                .quarantine_when
+                .iter()
+                .any(|listed| listed == reason.as_str())
+            {
                 return reject(
                     "tom_lite_promotion_policy.quarantine_when",
                     format!(
