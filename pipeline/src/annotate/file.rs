@@ -430,102 +430,117 @@ impl FileAnnotator {
     }
 
     /// Reads one raw-annotation line for `record` through the verdict parser.
-    fn parse_raw(&mut self, record: &Record, l: &LineOf) -> Annotated {
+    fn parse_raw(&mut self, record: &Record, line: &LineOf) -> Annotated {
         let Lines::Raw(stats) = &mut self.lines else {
-            return parse_line(&l.text);
+            return parse_line(&line.text);
         };
-        let at = format!(
+        let location = format!(
             "{} line {} (record {})",
             self.path.display(),
-            l.line,
+            line.line,
             record.id
         );
-        let mut invalid = |raw: &str, error: String| {
-            stats.invalid_lines += 1;
-            Annotated::Unparseable {
-                raw: raw.to_string(),
-                error,
-                read_as: None,
-            }
+        let envelope = if line.over {
+            Err(format!(
+                "{location}: longer than {MAX_RAW_LINE} bytes; only its first {} bytes are kept as raw",
+                line.text.len()
+            ))
+        } else {
+            read_envelope(&line.text, &location)
         };
-        if l.over {
-            return invalid(
-                &l.text,
-                format!(
-                    "{at}: longer than {MAX_RAW_LINE} bytes; only its first {} bytes are kept as raw",
-                    l.text.len()
-                ),
-            );
+        match envelope {
+            Ok((raw, annotator)) => stats.verdict_of(record, raw, annotator, &location),
+            Err(error) => {
+                stats.invalid_lines += 1;
+                Annotated::Unparseable {
+                    raw: line.text.clone(),
+                    error,
+                    read_as: None,
+                }
+            }
         }
-        let envelope = match serde_json::from_str::<Value>(&l.text) {
-            Ok(Value::Object(m)) => m,
-            Ok(other) => {
-                return invalid(
-                    &l.text,
-                    format!("{at}: expected a JSON object, found {}", json_type(&other)),
-                );
-            }
-            Err(e) => return invalid(&l.text, format!("{at}: malformed JSON: {e}")),
-        };
-        let raw = match envelope.get("raw") {
-            Some(Value::String(s)) => s,
-            None => return invalid(&l.text, format!("{at}: field `raw`: missing")),
-            Some(other) => {
-                return invalid(
-                    &l.text,
-                    format!(
-                        "{at}: field `raw`: expected a string, found {}",
-                        json_type(other)
-                    ),
-                );
-            }
-        };
-        let annotator = match envelope.get("annotator") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(s.clone()),
-            Some(other) => {
-                return invalid(
-                    &l.text,
-                    format!(
-                        "{at}: field `annotator`: expected a string, found {}",
-                        json_type(other)
-                    ),
-                );
-            }
-        };
-        let verdict = crate::annotate::verdict::parse(raw);
+    }
+}
+
+/// The `raw` text and the `annotator` of a raw-annotation envelope, or why
+/// the line is invalid (`location` says where it is).
+fn read_envelope(text: &str, location: &str) -> Result<(String, Option<String>), String> {
+    let mut envelope = match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(fields)) => fields,
+        Ok(other) => {
+            return Err(format!(
+                "{location}: expected a JSON object, found {}",
+                json_type(&other)
+            ));
+        }
+        Err(e) => return Err(format!("{location}: malformed JSON: {e}")),
+    };
+    let raw = match envelope.remove("raw") {
+        Some(Value::String(raw)) => raw,
+        None => return Err(format!("{location}: field `raw`: missing")),
+        Some(other) => {
+            return Err(format!(
+                "{location}: field `raw`: expected a string, found {}",
+                json_type(&other)
+            ));
+        }
+    };
+    let annotator = match envelope.remove("annotator") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(annotator)) => Some(annotator),
+        Some(other) => {
+            return Err(format!(
+                "{location}: field `annotator`: expected a string, found {}",
+                json_type(&other)
+            ));
+        }
+    };
+    Ok((raw, annotator))
+}
+
+impl RawStats {
+    /// What the verdict parser makes of `raw` for `record`, counted; the
+    /// envelope's `annotator` fills in an annotation that names none.
+    fn verdict_of(
+        &mut self,
+        record: &Record,
+        raw: String,
+        annotator: Option<String>,
+        location: &str,
+    ) -> Annotated {
+        let verdict = crate::annotate::verdict::parse(&raw);
         let read_as = verdict.read_as();
-        *stats.classes.entry(verdict.class.as_str()).or_default() += 1;
+        *self.classes.entry(verdict.class.as_str()).or_default() += 1;
         if let Some(shape) = verdict.shape {
-            *stats.shapes.entry(shape.as_str()).or_default() += 1;
+            *self.shapes.entry(shape.as_str()).or_default() += 1;
         }
-        let Some(mut a) = verdict.annotation else {
+        let Some(mut annotation) = verdict.annotation else {
             return Annotated::Unparseable {
-                raw: raw.clone(),
-                error: format!("{at}: ANOMALY: {}", verdict.error.unwrap_or_default()),
+                raw,
+                error: format!("{location}: ANOMALY: {}", verdict.error.unwrap_or_default()),
                 read_as: Some(read_as),
             };
         };
-        if let Some(Value::String(id)) = verdict.object.as_ref().and_then(|o| o.get("record_id"))
-            && *id != record.id
+        if let Some(Value::String(named)) = verdict.object.as_ref().and_then(|o| o.get("record_id"))
+            && *named != record.id
         {
-            stats.record_id_mismatches += 1;
+            self.record_id_mismatches += 1;
             return Annotated::Unparseable {
-                raw: raw.clone(),
                 error: format!(
-                    "{at}: field `record_id`: the {} annotation names record `{id}`",
+                    "{location}: field `record_id`: the {} annotation names record `{named}`",
                     verdict.class.as_str()
                 ),
+                raw,
                 read_as: Some(read_as),
             };
         }
-        if a.annotator.is_none() {
-            a.annotator = annotator;
+        if annotation.annotator.is_none() {
+            annotation.annotator = annotator;
         }
-        a.read_as = Some(read_as);
-        stats.quotes_anchored +=
-            crate::annotate::verdict::anchor_quotes(&mut a, &record.text) as u64;
-        Annotated::Parsed(a)
+        annotation.read_as = Some(read_as);
+        self.quotes_anchored +=
+            crate::annotate::verdict::anchor_quotes(&mut annotation, &record.text) as u64;
+        Annotated::Parsed(annotation)
     }
 }
 
