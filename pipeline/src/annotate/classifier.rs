@@ -358,76 +358,17 @@ impl Classifier {
         abstain_below: f64,
         precision: Precision,
     ) -> Result<Self, ClassifierError> {
-        let options = tomlite_models::EncodeOptions {
-            precision,
-            ..tomlite_models::EncodeOptions::default()
-        };
-        let adapters_file = adapters_dir
-            .map(|d| d.join(ADAPTERS_FILE))
-            .or_else(|| Some(heads_dir.join(ADAPTERS_FILE)).filter(|f| f.is_file()));
-        let encoder = match &adapters_file {
-            Some(f) => Encoder::load_with_adapters(model_dir, f, options),
-            None => Encoder::load_with_options(model_dir, options),
-        }
-        .map_err(|source| ClassifierError::Load {
-            dir: adapters_file
-                .as_deref()
-                .and_then(Path::parent)
-                .unwrap_or(model_dir)
-                .to_path_buf(),
-            source: Box::new(source),
-        })?;
+        let encoder = load_encoder(model_dir, heads_dir, adapters_dir, precision)?;
         let heads = Heads::load(heads_dir).map_err(|source| ClassifierError::Load {
             dir: heads_dir.to_path_buf(),
             source: Box::new(source),
         })?;
-        if heads.card.encoder_sha256 != encoder.sha256() {
-            return Err(ClassifierError::EncoderMismatch {
-                dir: heads_dir.to_path_buf(),
-                expected: heads.card.encoder_sha256.clone(),
-                found: encoder.sha256().to_string(),
-            });
-        }
-        let trained_with = heads.card.training["adapters_sha256"].as_str();
-        if trained_with != encoder.adapters_sha256() {
-            return Err(ClassifierError::AdaptersMismatch {
-                dir: heads_dir.to_path_buf(),
-                expected: describe(trained_with),
-                found: describe(encoder.adapters_sha256()),
-            });
-        }
-        let heads_sha =
-            crate::hash::sha256_file(&heads_dir.join(tomlite_models::heads::HEADS_FILE))
-                .unwrap_or_default();
-        let mut h = Sha256::new();
-        h.update(encoder.sha256().as_bytes());
-        if let Some(a) = encoder.adapters_sha256() {
-            h.update(b"lora");
-            h.update(a.as_bytes());
-        }
-        h.update(heads_sha.as_bytes());
-        h.update(abstain_below.to_le_bytes());
-        h.update(SECOND_KIND_MIN.to_le_bytes());
-        // Edge proposal rules: every linked mention is proposed (weak ones
-        // quarantine), so annotations from the earlier rule are redone.
-        h.update(b"edges: every linked mention");
-        // f32 keeps the identity it had before precision was selectable.
-        let id_prefix = match precision {
-            Precision::F32 => "minilm-l6",
-            Precision::Int8 => {
-                h.update(precision.as_str().as_bytes());
-                "minilm-l6-int8"
-            }
-        };
-        let model_sha256 = hex::encode(h.finalize());
-        let lora = if encoder.adapters_sha256().is_some() {
-            "+lora"
-        } else {
-            ""
-        };
+        check_heads_fit(&heads, &encoder, heads_dir)?;
+        let (id_prefix, model_sha256) =
+            model_identity(&encoder, heads_dir, abstain_below, precision);
         let mut classifier = Self {
             id: String::new(),
-            id_prefix: format!("{id_prefix}{lora}"),
+            id_prefix,
             digest: [0; 16],
             sha256: String::new(),
             model_sha256,
@@ -1209,6 +1150,101 @@ impl RecordEdges<'_> {
         );
         self.keep(target, edge);
     }
+}
+
+/// The encoder of `model_dir`, with the adapters of `adapters_dir` (or of
+/// `heads_dir`, when it has an [`ADAPTERS_FILE`]) merged in.
+fn load_encoder(
+    model_dir: &Path,
+    heads_dir: &Path,
+    adapters_dir: Option<&Path>,
+    precision: Precision,
+) -> Result<Encoder, ClassifierError> {
+    let options = tomlite_models::EncodeOptions {
+        precision,
+        ..tomlite_models::EncodeOptions::default()
+    };
+    let adapters_file = adapters_dir
+        .map(|dir| dir.join(ADAPTERS_FILE))
+        .or_else(|| Some(heads_dir.join(ADAPTERS_FILE)).filter(|file| file.is_file()));
+    match &adapters_file {
+        Some(file) => Encoder::load_with_adapters(model_dir, file, options),
+        None => Encoder::load_with_options(model_dir, options),
+    }
+    .map_err(|source| ClassifierError::Load {
+        dir: adapters_file
+            .as_deref()
+            .and_then(Path::parent)
+            .unwrap_or(model_dir)
+            .to_path_buf(),
+        source: Box::new(source),
+    })
+}
+
+/// Fails unless the heads were trained on this encoder with these adapters
+/// (or none, as the encoder has none).
+fn check_heads_fit(
+    heads: &Heads,
+    encoder: &Encoder,
+    heads_dir: &Path,
+) -> Result<(), ClassifierError> {
+    if heads.card.encoder_sha256 != encoder.sha256() {
+        return Err(ClassifierError::EncoderMismatch {
+            dir: heads_dir.to_path_buf(),
+            expected: heads.card.encoder_sha256.clone(),
+            found: encoder.sha256().to_string(),
+        });
+    }
+    let trained_with = heads.card.training["adapters_sha256"].as_str();
+    if trained_with != encoder.adapters_sha256() {
+        return Err(ClassifierError::AdaptersMismatch {
+            dir: heads_dir.to_path_buf(),
+            expected: describe(trained_with),
+            found: describe(encoder.adapters_sha256()),
+        });
+    }
+    Ok(())
+}
+
+/// The annotator id's prefix (`minilm-l6`, `-int8`, `+lora`) and the
+/// sha256 of everything that makes the model's annotations what they are.
+fn model_identity(
+    encoder: &Encoder,
+    heads_dir: &Path,
+    abstain_below: f64,
+    precision: Precision,
+) -> (String, String) {
+    let heads_sha = crate::hash::sha256_file(&heads_dir.join(tomlite_models::heads::HEADS_FILE))
+        .unwrap_or_default();
+    let mut hasher = Sha256::new();
+    hasher.update(encoder.sha256().as_bytes());
+    if let Some(adapters_sha) = encoder.adapters_sha256() {
+        hasher.update(b"lora");
+        hasher.update(adapters_sha.as_bytes());
+    }
+    hasher.update(heads_sha.as_bytes());
+    hasher.update(abstain_below.to_le_bytes());
+    hasher.update(SECOND_KIND_MIN.to_le_bytes());
+    // Edge proposal rules: every linked mention is proposed (weak ones
+    // quarantine), so annotations from the earlier rule are redone.
+    hasher.update(b"edges: every linked mention");
+    // f32 keeps the identity it had before precision was selectable.
+    let precision_prefix = match precision {
+        Precision::F32 => "minilm-l6",
+        Precision::Int8 => {
+            hasher.update(precision.as_str().as_bytes());
+            "minilm-l6-int8"
+        }
+    };
+    let lora = if encoder.adapters_sha256().is_some() {
+        "+lora"
+    } else {
+        ""
+    };
+    (
+        format!("{precision_prefix}{lora}"),
+        hex::encode(hasher.finalize()),
+    )
 }
 
 fn round4(x: f64) -> f64 {
