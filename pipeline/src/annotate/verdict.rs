@@ -138,7 +138,7 @@ pub fn parse(raw: &str) -> Verdict {
     anomaly(raw, &scan, errors)
 }
 
-/// 1. strict: the whole (trimmed) text is one annotation object.
+/// Step 1, strict: the whole (trimmed) text is one annotation object.
 fn read_strict(text: &str, errors: &mut Vec<String>) -> Option<Verdict> {
     if !(text.starts_with('{') && text.ends_with('}')) {
         return None;
@@ -164,7 +164,7 @@ fn read_strict(text: &str, errors: &mut Vec<String>) -> Option<Verdict> {
     }
 }
 
-/// 2. lenient: the last complete annotation object, within the candidate
+/// Step 2, lenient: the last complete annotation object, within the candidate
 /// and byte budgets.
 fn read_lenient(
     raw: &str,
@@ -245,7 +245,7 @@ fn lenient_notes(raw: &str, scan: &Scan, span: &Span, earlier: usize) -> Vec<Str
     notes
 }
 
-/// 3. escape recovery: the first known escape shape that reads as an
+/// Step 3, escape recovery: the first known escape shape that reads as an
 /// annotation.
 fn read_escape(raw: &str, budget: usize, errors: &mut Vec<String>) -> Option<Verdict> {
     for shape in EscapeShape::ALL {
@@ -275,7 +275,7 @@ fn read_escape(raw: &str, budget: usize, errors: &mut Vec<String>) -> Option<Ver
     None
 }
 
-/// 4. anomaly: why nothing was read (the first eight errors, and how many
+/// Step 4, anomaly: why nothing was read (the first eight errors, and how many
 /// more).
 fn anomaly(raw: &str, scan: &Scan, mut errors: Vec<String>) -> Verdict {
     if let Some(open) = scan.unclosed_flagged.first() {
