@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use foldhash::{HashMap, HashMapExt};
 use sha2::{Digest as _, Sha256};
 use tomlite_models::heads::Heads;
-use tomlite_models::metrics::{argmax, sigmoid_t, softmax_t};
+use tomlite_models::metrics::{EdgeCalibration, argmax, sigmoid_t, softmax_t};
 use tomlite_models::{EncodeStats, Encoded, Encoder, Precision, Rows};
 
 use crate::annotate::sensitive_rules::Rules;
@@ -358,76 +358,17 @@ impl Classifier {
         abstain_below: f64,
         precision: Precision,
     ) -> Result<Self, ClassifierError> {
-        let options = tomlite_models::EncodeOptions {
-            precision,
-            ..tomlite_models::EncodeOptions::default()
-        };
-        let adapters_file = adapters_dir
-            .map(|d| d.join(ADAPTERS_FILE))
-            .or_else(|| Some(heads_dir.join(ADAPTERS_FILE)).filter(|f| f.is_file()));
-        let encoder = match &adapters_file {
-            Some(f) => Encoder::load_with_adapters(model_dir, f, options),
-            None => Encoder::load_with_options(model_dir, options),
-        }
-        .map_err(|source| ClassifierError::Load {
-            dir: adapters_file
-                .as_deref()
-                .and_then(Path::parent)
-                .unwrap_or(model_dir)
-                .to_path_buf(),
-            source: Box::new(source),
-        })?;
+        let encoder = load_encoder(model_dir, heads_dir, adapters_dir, precision)?;
         let heads = Heads::load(heads_dir).map_err(|source| ClassifierError::Load {
             dir: heads_dir.to_path_buf(),
             source: Box::new(source),
         })?;
-        if heads.card.encoder_sha256 != encoder.sha256() {
-            return Err(ClassifierError::EncoderMismatch {
-                dir: heads_dir.to_path_buf(),
-                expected: heads.card.encoder_sha256.clone(),
-                found: encoder.sha256().to_string(),
-            });
-        }
-        let trained_with = heads.card.training["adapters_sha256"].as_str();
-        if trained_with != encoder.adapters_sha256() {
-            return Err(ClassifierError::AdaptersMismatch {
-                dir: heads_dir.to_path_buf(),
-                expected: describe(trained_with),
-                found: describe(encoder.adapters_sha256()),
-            });
-        }
-        let heads_sha =
-            crate::hash::sha256_file(&heads_dir.join(tomlite_models::heads::HEADS_FILE))
-                .unwrap_or_default();
-        let mut h = Sha256::new();
-        h.update(encoder.sha256().as_bytes());
-        if let Some(a) = encoder.adapters_sha256() {
-            h.update(b"lora");
-            h.update(a.as_bytes());
-        }
-        h.update(heads_sha.as_bytes());
-        h.update(abstain_below.to_le_bytes());
-        h.update(SECOND_KIND_MIN.to_le_bytes());
-        // Edge proposal rules: every linked mention is proposed (weak ones
-        // quarantine), so annotations from the earlier rule are redone.
-        h.update(b"edges: every linked mention");
-        // f32 keeps the identity it had before precision was selectable.
-        let id_prefix = match precision {
-            Precision::F32 => "minilm-l6",
-            Precision::Int8 => {
-                h.update(precision.as_str().as_bytes());
-                "minilm-l6-int8"
-            }
-        };
-        let model_sha256 = hex::encode(h.finalize());
-        let lora = if encoder.adapters_sha256().is_some() {
-            "+lora"
-        } else {
-            ""
-        };
+        check_heads_fit(&heads, &encoder, heads_dir)?;
+        let (id_prefix, model_sha256) =
+            model_identity(&encoder, heads_dir, abstain_below, precision);
         let mut classifier = Self {
             id: String::new(),
-            id_prefix: format!("{id_prefix}{lora}"),
+            id_prefix,
             digest: [0; 16],
             sha256: String::new(),
             model_sha256,
@@ -1013,54 +954,18 @@ impl Classifier {
     /// person-like names, and a link to its most similar earlier memory
     /// when it is tagged goal or unresolved_thread. Source is always
     /// `memory:<record id>`; one edge per target (its surest mention).
-    fn edges(&self, record: &Record, s: &Scores, tags: &[(usize, f64)]) -> Vec<EdgeCandidate> {
-        let Some(cal) = self.heads.card.edges.as_ref() else {
+    fn edges(&self, record: &Record, scores: &Scores, tags: &[(usize, f64)]) -> Vec<EdgeCandidate> {
+        let Some(calibration) = self.heads.card.edges.as_ref() else {
             return Vec::new();
         };
-        let labels = &self.heads.tom_kind.spec.labels;
-        let text = record.text.as_str();
-        let source = format!("memory:{}", record.id);
-        let sentence_of = |pos: usize| {
-            s.sentences
-                .iter()
-                .position(|&(a, b)| a <= pos && pos < b)
-                .unwrap_or(0)
-        };
-        // The kind the classifier gives a sentence: the tag's, when a tag
-        // quotes it; else the sentence's own most likely kind.
-        let kind_of = |k: usize| -> (usize, f64) {
-            let span = s.sentences.get(k).copied();
-            tags.iter()
-                .find(|(kind, _)| Some(s.quotes[*kind]) == span)
-                .map(|&(kind, c)| (kind, c))
-                .unwrap_or_else(|| {
-                    s.sentence_kinds
-                        .get(k)
-                        .map_or((0, 0.0), |&(kind, p)| (kind, f64::from(p)))
-                })
-        };
-        let mut out: Vec<(String, EdgeCandidate)> = Vec::new();
-        let mut push = |key: String, e: EdgeCandidate| match out.iter_mut().find(|(k, _)| *k == key)
-        {
-            Some((_, old)) if old.confidence >= e.confidence => {}
-            Some((_, old)) => *old = e,
-            None => out.push((key, e)),
-        };
-        let edge = |k: usize, target: Option<String>, mention: &str, conf: f64| {
-            let (qs, qe) = s.sentences.get(k).copied().unwrap_or((0, text.len()));
-            EdgeCandidate {
-                source_node: Some(source.clone()),
-                relation: Some(labels[kind_of(k).0].clone()),
-                target_node: target,
-                target_mention: Some(mention.to_string()),
-                confidence: Some(round4(conf)),
-                quote: Quote {
-                    text: Some(text[qs..qe].to_string()),
-                    start: Some(qs as u64),
-                    end: Some(qe as u64),
-                },
-                problems: Vec::new(),
-            }
+        let mut edges = RecordEdges {
+            text: record.text.as_str(),
+            source: format!("memory:{}", record.id),
+            scores,
+            tags,
+            labels: &self.heads.tom_kind.spec.labels,
+            calibration,
+            by_target: Vec::new(),
         };
         // Every linked mention is proposed, however weak its relation: the
         // policy quarantines a weak one (`confidence_below_threshold`, its
@@ -1069,75 +974,277 @@ impl Classifier {
         // reaches `person_min` (the curator adds the node), and a memory
         // link whose cosine reaches `memory_min_cosine`.
         if let Some(linker) = &self.linker {
-            for m in &s.linked {
-                let k = sentence_of(m.start);
-                let p_kind = kind_of(k).1;
-                let p_link = if m.exact_case {
-                    cal.link_exact_case
-                } else {
-                    cal.link_other_case
-                };
-                // A doubtful link (another case) or relation shows in its
-                // low confidence.
-                let node = &linker.nodes()[m.node].id;
-                push(
-                    node.clone(),
-                    edge(
-                        k,
-                        Some(node.clone()),
-                        &text[m.start..m.end],
-                        cal.mention(p_link, p_kind),
-                    ),
-                );
-            }
+            edges.linked_mentions(linker);
         }
-        for (c, p) in &s.unknown {
-            if f64::from(*p) < cal.person_min {
+        edges.unknown_people();
+        // A goal or an unresolved thread: its most similar earlier memory.
+        if let Some(&(kind, confidence)) = tags
+            .iter()
+            .find(|(kind, _)| MEMORY_LINK_KINDS.contains(&edges.labels[*kind].as_str()))
+            && let Some((memory_id, cosine)) = self.nearest_earlier_memory(record, scores)
+            && f64::from(cosine) >= calibration.memory_min_cosine
+        {
+            edges.memory_link(kind, confidence, memory_id, cosine);
+        }
+        edges.by_target.into_iter().map(|(_, edge)| edge).collect()
+    }
+
+    /// The memory of the record's persona most similar to it, among those
+    /// committed before it (the record itself excluded).
+    fn nearest_earlier_memory(&self, record: &Record, scores: &Scores) -> Option<(&str, f32)> {
+        self.memories
+            .nearest(&record.persona_id, &scores.embedding, |id| {
+                id == record.id
+                    || self.memory_times.as_ref().is_some_and(|times| {
+                        times
+                            .get(id)
+                            .is_none_or(|created_at| *created_at >= record.created_at)
+                    })
+            })
+    }
+}
+
+/// The edge candidates of one record while they are gathered: one per
+/// target, the surest kept.
+struct RecordEdges<'a> {
+    text: &'a str,
+    /// `memory:<record id>`.
+    source: String,
+    scores: &'a Scores,
+    tags: &'a [(usize, f64)],
+    /// The tom_kind labels, in the heads' order.
+    labels: &'a [String],
+    calibration: &'a EdgeCalibration,
+    /// Target key (node id, `?<folded name>`, `memory:<id>`) → its edge.
+    by_target: Vec<(String, EdgeCandidate)>,
+}
+
+impl RecordEdges<'_> {
+    /// The sentence holding byte `pos` (the first when none does).
+    fn sentence_of(&self, pos: usize) -> usize {
+        self.scores
+            .sentences
+            .iter()
+            .position(|&(start, end)| start <= pos && pos < end)
+            .unwrap_or(0)
+    }
+
+    /// The kind the classifier gives a sentence: the tag's, when a tag
+    /// quotes it; else the sentence's own most likely kind.
+    fn kind_of(&self, sentence: usize) -> (usize, f64) {
+        let span = self.scores.sentences.get(sentence).copied();
+        self.tags
+            .iter()
+            .find(|(kind, _)| Some(self.scores.quotes[*kind]) == span)
+            .map(|&(kind, confidence)| (kind, confidence))
+            .unwrap_or_else(|| {
+                self.scores
+                    .sentence_kinds
+                    .get(sentence)
+                    .map_or((0, 0.0), |&(kind, p)| (kind, f64::from(p)))
+            })
+    }
+
+    /// Keeps `edge` for `target` unless an edge as sure already has it.
+    fn keep(&mut self, target: String, edge: EdgeCandidate) {
+        match self.by_target.iter_mut().find(|(key, _)| *key == target) {
+            Some((_, old)) if old.confidence >= edge.confidence => {}
+            Some((_, old)) => *old = edge,
+            None => self.by_target.push((target, edge)),
+        }
+    }
+
+    /// An edge quoting the byte span `(start, end)` of the text.
+    fn edge_quoting(
+        &self,
+        (start, end): (usize, usize),
+        relation: usize,
+        target_node: Option<String>,
+        target_mention: Option<String>,
+        confidence: f64,
+    ) -> EdgeCandidate {
+        EdgeCandidate {
+            source_node: Some(self.source.clone()),
+            relation: Some(self.labels[relation].clone()),
+            target_node,
+            target_mention,
+            confidence: Some(round4(confidence)),
+            quote: Quote {
+                text: Some(self.text[start..end].to_string()),
+                start: Some(start as u64),
+                end: Some(end as u64),
+            },
+            problems: Vec::new(),
+        }
+    }
+
+    /// A mention's edge: it quotes the mention's sentence (the whole text
+    /// when there is none), with that sentence's kind.
+    fn mention_edge(
+        &self,
+        sentence: usize,
+        target_node: Option<String>,
+        mention: &str,
+        confidence: f64,
+    ) -> EdgeCandidate {
+        let span = (self.scores.sentences.get(sentence).copied()).unwrap_or((0, self.text.len()));
+        let relation = self.kind_of(sentence).0;
+        self.edge_quoting(
+            span,
+            relation,
+            target_node,
+            Some(mention.to_string()),
+            confidence,
+        )
+    }
+
+    /// One edge per registry node the text names.
+    fn linked_mentions(&mut self, linker: &Linker) {
+        let scores = self.scores;
+        for linked in &scores.linked {
+            let sentence = self.sentence_of(linked.start);
+            let p_kind = self.kind_of(sentence).1;
+            // A doubtful link (another case) or relation shows in its low
+            // confidence.
+            let p_link = if linked.exact_case {
+                self.calibration.link_exact_case
+            } else {
+                self.calibration.link_other_case
+            };
+            let node = &linker.nodes()[linked.node].id;
+            let mention = &self.text[linked.start..linked.end];
+            let confidence = self.calibration.mention(p_link, p_kind);
+            let edge = self.mention_edge(sentence, Some(node.clone()), mention, confidence);
+            self.keep(node.clone(), edge);
+        }
+    }
+
+    /// One edge per unknown person-like name whose P(person) reaches
+    /// `person_min`, with no target node.
+    fn unknown_people(&mut self) {
+        let scores = self.scores;
+        for (candidate, p_person) in &scores.unknown {
+            if f64::from(*p_person) < self.calibration.person_min {
                 continue;
             }
-            let k = sentence_of(c.start);
-            let p_kind = kind_of(k).1;
-            let mention = &text[c.start..c.end];
-            push(
-                format!("?{}", fold(mention)),
-                edge(k, None, mention, cal.mention(f64::from(*p), p_kind)),
-            );
+            let sentence = self.sentence_of(candidate.start);
+            let p_kind = self.kind_of(sentence).1;
+            let mention = &self.text[candidate.start..candidate.end];
+            let confidence = self.calibration.mention(f64::from(*p_person), p_kind);
+            let edge = self.mention_edge(sentence, None, mention, confidence);
+            self.keep(format!("?{}", fold(mention)), edge);
         }
-        // A goal or an unresolved thread: its most similar earlier memory.
-        if let Some(&(k, conf)) = tags
-            .iter()
-            .find(|(k, _)| MEMORY_LINK_KINDS.contains(&labels[*k].as_str()))
-            && let Some((id, cos)) = self
-                .memories
-                .nearest(&record.persona_id, &s.embedding, |id| {
-                    id == record.id
-                        || self
-                            .memory_times
-                            .as_ref()
-                            .is_some_and(|t| t.get(id).is_none_or(|c| *c >= record.created_at))
-                })
-            && f64::from(cos) >= cal.memory_min_cosine
-        {
-            let (qs, qe) = s.quotes[k];
-            push(
-                format!("memory:{id}"),
-                EdgeCandidate {
-                    source_node: Some(source.clone()),
-                    relation: Some(labels[k].clone()),
-                    target_node: Some(format!("memory:{id}")),
-                    target_mention: None,
-                    confidence: Some(round4(cal.memory(f64::from(cos), conf))),
-                    quote: Quote {
-                        text: Some(text[qs..qe].to_string()),
-                        start: Some(qs as u64),
-                        end: Some(qe as u64),
-                    },
-                    problems: Vec::new(),
-                },
-            );
-        }
-        out.into_iter().map(|(_, e)| e).collect()
     }
+
+    /// The edge of a `kind` tag (with its confidence) to the earlier memory
+    /// `memory_id`, quoting the tag's sentence.
+    fn memory_link(&mut self, kind: usize, confidence: f64, memory_id: &str, cosine: f32) {
+        let target = format!("memory:{memory_id}");
+        let confidence = self.calibration.memory(f64::from(cosine), confidence);
+        let edge = self.edge_quoting(
+            self.scores.quotes[kind],
+            kind,
+            Some(target.clone()),
+            None,
+            confidence,
+        );
+        self.keep(target, edge);
+    }
+}
+
+/// The encoder of `model_dir`, with the adapters of `adapters_dir` (or of
+/// `heads_dir`, when it has an [`ADAPTERS_FILE`]) merged in.
+fn load_encoder(
+    model_dir: &Path,
+    heads_dir: &Path,
+    adapters_dir: Option<&Path>,
+    precision: Precision,
+) -> Result<Encoder, ClassifierError> {
+    let options = tomlite_models::EncodeOptions {
+        precision,
+        ..tomlite_models::EncodeOptions::default()
+    };
+    let adapters_file = adapters_dir
+        .map(|dir| dir.join(ADAPTERS_FILE))
+        .or_else(|| Some(heads_dir.join(ADAPTERS_FILE)).filter(|file| file.is_file()));
+    match &adapters_file {
+        Some(file) => Encoder::load_with_adapters(model_dir, file, options),
+        None => Encoder::load_with_options(model_dir, options),
+    }
+    .map_err(|source| ClassifierError::Load {
+        dir: adapters_file
+            .as_deref()
+            .and_then(Path::parent)
+            .unwrap_or(model_dir)
+            .to_path_buf(),
+        source: Box::new(source),
+    })
+}
+
+/// Fails unless the heads were trained on this encoder with these adapters
+/// (or none, as the encoder has none).
+fn check_heads_fit(
+    heads: &Heads,
+    encoder: &Encoder,
+    heads_dir: &Path,
+) -> Result<(), ClassifierError> {
+    if heads.card.encoder_sha256 != encoder.sha256() {
+        return Err(ClassifierError::EncoderMismatch {
+            dir: heads_dir.to_path_buf(),
+            expected: heads.card.encoder_sha256.clone(),
+            found: encoder.sha256().to_string(),
+        });
+    }
+    let trained_with = heads.card.training["adapters_sha256"].as_str();
+    if trained_with != encoder.adapters_sha256() {
+        return Err(ClassifierError::AdaptersMismatch {
+            dir: heads_dir.to_path_buf(),
+            expected: describe(trained_with),
+            found: describe(encoder.adapters_sha256()),
+        });
+    }
+    Ok(())
+}
+
+/// The annotator id's prefix (`minilm-l6`, `-int8`, `+lora`) and the
+/// sha256 of everything that makes the model's annotations what they are.
+fn model_identity(
+    encoder: &Encoder,
+    heads_dir: &Path,
+    abstain_below: f64,
+    precision: Precision,
+) -> (String, String) {
+    let heads_sha = crate::hash::sha256_file(&heads_dir.join(tomlite_models::heads::HEADS_FILE))
+        .unwrap_or_default();
+    let mut hasher = Sha256::new();
+    hasher.update(encoder.sha256().as_bytes());
+    if let Some(adapters_sha) = encoder.adapters_sha256() {
+        hasher.update(b"lora");
+        hasher.update(adapters_sha.as_bytes());
+    }
+    hasher.update(heads_sha.as_bytes());
+    hasher.update(abstain_below.to_le_bytes());
+    hasher.update(SECOND_KIND_MIN.to_le_bytes());
+    // Edge proposal rules: every linked mention is proposed (weak ones
+    // quarantine), so annotations from the earlier rule are redone.
+    hasher.update(b"edges: every linked mention");
+    // f32 keeps the identity it had before precision was selectable.
+    let precision_prefix = match precision {
+        Precision::F32 => "minilm-l6",
+        Precision::Int8 => {
+            hasher.update(precision.as_str().as_bytes());
+            "minilm-l6-int8"
+        }
+    };
+    let lora = if encoder.adapters_sha256().is_some() {
+        "+lora"
+    } else {
+        ""
+    };
+    (
+        format!("{precision_prefix}{lora}"),
+        hex::encode(hasher.finalize()),
+    )
 }
 
 fn round4(x: f64) -> f64 {

@@ -119,6 +119,197 @@ pub const MAX_RAW_LINE: usize = 16 << 20;
 /// Bytes kept of a raw-annotation line longer than [`MAX_RAW_LINE`].
 pub const RAW_PREFIX_KEPT: usize = 64 << 10;
 
+/// Opens `path` for reading, refusing anything but a regular file, and
+/// stamps it as it is before it is read.
+fn open_regular(path: &Path) -> Result<(File, Stamp), AnnotateError> {
+    let io = |source| AnnotateError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    // Not blocking on a FIFO: it is refused below, unread.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(io)?;
+    let metadata = file.metadata().map_err(io)?;
+    if !metadata.is_file() {
+        return Err(AnnotateError::NotAFile {
+            path: path.to_path_buf(),
+            kind: crate::ingest::bytes::file_kind(&metadata.file_type()),
+        });
+    }
+    Ok((file, Stamp::of(&metadata)))
+}
+
+/// The `record_id` of an annotation line, read without the rest of it.
+#[derive(serde::Deserialize)]
+struct RecordIdOnly<'a> {
+    #[serde(borrow)]
+    record_id: std::borrow::Cow<'a, str>,
+}
+
+/// The record id of one line and whether the line is well-formed JSON (the
+/// id of a broken or over-long line is sniffed).
+fn line_record_id(buf: &[u8], over: bool) -> (Option<String>, bool) {
+    let parsed = if over {
+        None
+    } else {
+        Some(serde_json::from_slice::<RecordIdOnly>(buf))
+    };
+    match parsed {
+        Some(Ok(key)) => (Some(key.record_id.into_owned()), true),
+        _ => (sniff_record_id(buf, "record_id"), false),
+    }
+}
+
+/// The problem of a broken line giving way to a well-formed one.
+fn malformed_line(broken_line: u64, kept_line: u64) -> String {
+    format!(
+        "annotation line {broken_line} is not well-formed JSON; line {kept_line}, well-formed, is used for this record"
+    )
+}
+
+/// The index of an annotation file while it is read once: record id →
+/// line, and the problems found on the way.
+struct Indexer {
+    source: String,
+    /// Longest line read whole.
+    cap: usize,
+    raw_mode: bool,
+    index: HashMap<Box<str>, Slot>,
+    problems: Vec<Reject>,
+}
+
+impl Indexer {
+    fn new(path: &Path, raw_mode: bool) -> Self {
+        Self {
+            source: path.display().to_string(),
+            cap: if raw_mode { MAX_RAW_LINE } else { MAX_LINE },
+            raw_mode,
+            index: HashMap::default(),
+            problems: Vec::new(),
+        }
+    }
+
+    /// Reads every line of `reader` into the index (a UTF-16 file is read
+    /// to the end, for its hash, and indexes nothing).
+    fn read_all(&mut self, reader: &mut impl std::io::BufRead) -> std::io::Result<()> {
+        let mut buf = Vec::new();
+        let (mut offset, mut line) = (0u64, 0u64);
+        loop {
+            let mut start = offset;
+            let Some(read) = read_line_capped(reader, &mut buf, self.cap)? else {
+                return Ok(());
+            };
+            line += 1;
+            offset += read.consumed;
+            if line == 1 {
+                if let Some(what) = crate::ingest::bytes::utf16(&buf) {
+                    self.problems.push(Reject {
+                        source: self.source.clone(),
+                        line: 0,
+                        record_id: None,
+                        field: None,
+                        error: format!("{what}; the file is not read"),
+                    });
+                    // Hashed to the end all the same.
+                    while read_line_capped(reader, &mut buf, self.cap)?.is_some() {}
+                    return Ok(());
+                }
+                if crate::ingest::bytes::strip_utf8_bom(&mut buf) {
+                    start += crate::ingest::bytes::UTF8_BOM.len() as u64;
+                }
+            }
+            if !read.over && buf.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            self.add_line(&buf, start, line, read.over);
+        }
+    }
+
+    /// A `record_id` problem on `line`.
+    fn problem(&mut self, line: u64, record_id: Option<String>, error: String) {
+        self.problems.push(Reject {
+            source: self.source.clone(),
+            line,
+            record_id,
+            field: Some("record_id".to_string()),
+            error,
+        });
+    }
+
+    /// Indexes one non-blank line that starts at byte `start`.
+    fn add_line(&mut self, buf: &[u8], start: u64, line: u64, over: bool) {
+        if over && !self.raw_mode {
+            self.problem(
+                line,
+                sniff_record_id(buf, "record_id"),
+                format!("annotation line longer than {MAX_LINE} bytes"),
+            );
+            return;
+        }
+        let (record_id, sound) = line_record_id(buf, over);
+        let Some(record_id) = record_id.filter(|id| !id.is_empty()) else {
+            let error = if over {
+                format!(
+                    "annotation line longer than {} bytes with no record_id in them",
+                    self.cap
+                )
+            } else {
+                "annotation line has no readable record_id".into()
+            };
+            self.problem(line, None, error);
+            return;
+        };
+        let len = if over {
+            RAW_PREFIX_KEPT.min(buf.len())
+        } else {
+            buf.len()
+        };
+        let slot = Slot {
+            offset: start,
+            len: len as u32,
+            line,
+            used: false,
+            over,
+            sound,
+            digest: line_digest(&buf[..len]),
+        };
+        self.insert(record_id, slot);
+    }
+
+    /// Keeps `slot` for `record_id` unless a sound line already holds it and
+    /// this one is broken; a line that gives way is reported.
+    fn insert(&mut self, record_id: String, slot: Slot) {
+        let Some(prev) = self.index.get(record_id.as_str()) else {
+            self.index.insert(record_id.into(), slot);
+            return;
+        };
+        let (prev_line, prev_sound) = (prev.line, prev.sound);
+        // A broken line does not take a record's place from a sound one.
+        if prev_sound && !slot.sound {
+            self.problem(
+                slot.line,
+                Some(record_id),
+                malformed_line(slot.line, prev_line),
+            );
+            return;
+        }
+        let error = if slot.sound && !prev_sound {
+            malformed_line(prev_line, slot.line)
+        } else {
+            format!(
+                "duplicate annotation for this record; line {} is used instead of line {prev_line}",
+                slot.line
+            )
+        };
+        // Reported at the line that gives way.
+        self.problem(prev_line, Some(record_id.clone()), error);
+        self.index.insert(record_id.into(), slot);
+    }
+}
+
 impl FileAnnotator {
     /// Indexes the file, reading it once: its sha256 is of the bytes
     /// indexed, each line read back later is checked to be the same bytes,
@@ -144,157 +335,18 @@ impl FileAnnotator {
 
     fn open_as(path: &Path, lines: Lines) -> Result<Self, AnnotateError> {
         let raw_mode = matches!(lines, Lines::Raw(_));
-        let cap = if raw_mode { MAX_RAW_LINE } else { MAX_LINE };
         let io = |source| AnnotateError::Io {
             path: path.to_path_buf(),
             source,
         };
-        // Not blocking on a FIFO: it is refused below, unread.
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(path)
-            .map_err(io)?;
-        let before = file.metadata().map_err(io)?;
-        if !before.is_file() {
-            return Err(AnnotateError::NotAFile {
-                path: path.to_path_buf(),
-                kind: crate::ingest::bytes::file_kind(&before.file_type()),
-            });
-        }
-        let before = Stamp::of(&before);
+        let (file, before) = open_regular(path)?;
         let tally = Arc::new(Mutex::new(Tally::default()));
         let mut reader = BufReader::with_capacity(
             1 << 16,
             HashingRead::new(file.try_clone().map_err(io)?, tally.clone()),
         );
-        let mut index: HashMap<Box<str>, Slot> = HashMap::default();
-        let mut problems = Vec::new();
-        let mut buf = Vec::new();
-        let (mut offset, mut line) = (0u64, 0u64);
-        let source = path.display().to_string();
-        #[derive(serde::Deserialize)]
-        struct Key<'a> {
-            #[serde(borrow)]
-            record_id: std::borrow::Cow<'a, str>,
-        }
-        loop {
-            let start = offset;
-            let Some(read) = read_line_capped(&mut reader, &mut buf, cap).map_err(io)? else {
-                break;
-            };
-            let over = read.over;
-            line += 1;
-            offset += read.consumed;
-            let mut start = start;
-            if line == 1 {
-                if let Some(what) = crate::ingest::bytes::utf16(&buf) {
-                    problems.push(Reject {
-                        source: source.clone(),
-                        line: 0,
-                        record_id: None,
-                        field: None,
-                        error: format!("{what}; the file is not read"),
-                    });
-                    // Hashed to the end all the same.
-                    while read_line_capped(&mut reader, &mut buf, cap)
-                        .map_err(io)?
-                        .is_some()
-                    {}
-                    break;
-                }
-                if crate::ingest::bytes::strip_utf8_bom(&mut buf) {
-                    start += crate::ingest::bytes::UTF8_BOM.len() as u64;
-                }
-            }
-            if !over && buf.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            let mut problem = |record_id: Option<String>, field: &str, error: String| {
-                problems.push(Reject {
-                    source: source.clone(),
-                    line,
-                    record_id,
-                    field: Some(field.to_string()),
-                    error,
-                })
-            };
-            if over && !raw_mode {
-                problem(
-                    sniff_record_id(&buf, "record_id"),
-                    "record_id",
-                    format!("annotation line longer than {MAX_LINE} bytes"),
-                );
-                continue;
-            }
-            let parsed = if over {
-                None
-            } else {
-                Some(serde_json::from_slice::<Key>(&buf))
-            };
-            let (id, sound) = match parsed {
-                Some(Ok(k)) => (Some(k.record_id.into_owned()), true),
-                _ => (sniff_record_id(&buf, "record_id"), false),
-            };
-            let Some(id) = id.filter(|s| !s.is_empty()) else {
-                problem(
-                    None,
-                    "record_id",
-                    if over {
-                        format!("annotation line longer than {cap} bytes with no record_id in them")
-                    } else {
-                        "annotation line has no readable record_id".into()
-                    },
-                );
-                continue;
-            };
-            let len = if over {
-                RAW_PREFIX_KEPT.min(buf.len())
-            } else {
-                buf.len()
-            };
-            let slot = Slot {
-                offset: start,
-                len: len as u32,
-                line,
-                used: false,
-                over,
-                sound,
-                digest: line_digest(&buf[..len]),
-            };
-            let malformed = |l: u64, kept: u64| {
-                format!(
-                    "annotation line {l} is not well-formed JSON; line {kept}, well-formed, is used for this record"
-                )
-            };
-            match index.get(id.as_str()) {
-                // A broken line does not take a record's place from a sound one.
-                Some(prev) if prev.sound && !sound => {
-                    let prev_line = prev.line;
-                    problem(Some(id), "record_id", malformed(line, prev_line));
-                }
-                Some(prev) => {
-                    let (prev_line, prev_sound) = (prev.line, prev.sound);
-                    problem(
-                        Some(id.clone()),
-                        "record_id",
-                        if sound && !prev_sound {
-                            malformed(prev_line, line)
-                        } else {
-                            format!(
-                                "duplicate annotation for this record; line {line} is used instead of line {prev_line}"
-                            )
-                        },
-                    );
-                    let last = problems.len() - 1;
-                    problems[last].line = prev_line;
-                    index.insert(id.into(), slot);
-                }
-                None => {
-                    index.insert(id.into(), slot);
-                }
-            }
-        }
+        let mut indexer = Indexer::new(path, raw_mode);
+        indexer.read_all(&mut reader).map_err(io)?;
         drop(reader);
         let sha256 = tally.lock().unwrap_or_else(|p| p.into_inner()).hex();
         let this = Self {
@@ -302,8 +354,8 @@ impl FileAnnotator {
             stamp: before,
             file,
             sha256,
-            index,
-            problems,
+            index: indexer.index,
+            problems: indexer.problems,
             cache: None,
             lines,
         };
@@ -378,102 +430,117 @@ impl FileAnnotator {
     }
 
     /// Reads one raw-annotation line for `record` through the verdict parser.
-    fn parse_raw(&mut self, record: &Record, l: &LineOf) -> Annotated {
+    fn parse_raw(&mut self, record: &Record, line: &LineOf) -> Annotated {
         let Lines::Raw(stats) = &mut self.lines else {
-            return parse_line(&l.text);
+            return parse_line(&line.text);
         };
-        let at = format!(
+        let location = format!(
             "{} line {} (record {})",
             self.path.display(),
-            l.line,
+            line.line,
             record.id
         );
-        let mut invalid = |raw: &str, error: String| {
-            stats.invalid_lines += 1;
-            Annotated::Unparseable {
-                raw: raw.to_string(),
-                error,
-                read_as: None,
-            }
+        let envelope = if line.over {
+            Err(format!(
+                "{location}: longer than {MAX_RAW_LINE} bytes; only its first {} bytes are kept as raw",
+                line.text.len()
+            ))
+        } else {
+            read_envelope(&line.text, &location)
         };
-        if l.over {
-            return invalid(
-                &l.text,
-                format!(
-                    "{at}: longer than {MAX_RAW_LINE} bytes; only its first {} bytes are kept as raw",
-                    l.text.len()
-                ),
-            );
+        match envelope {
+            Ok((raw, annotator)) => stats.verdict_of(record, raw, annotator, &location),
+            Err(error) => {
+                stats.invalid_lines += 1;
+                Annotated::Unparseable {
+                    raw: line.text.clone(),
+                    error,
+                    read_as: None,
+                }
+            }
         }
-        let envelope = match serde_json::from_str::<Value>(&l.text) {
-            Ok(Value::Object(m)) => m,
-            Ok(other) => {
-                return invalid(
-                    &l.text,
-                    format!("{at}: expected a JSON object, found {}", json_type(&other)),
-                );
-            }
-            Err(e) => return invalid(&l.text, format!("{at}: malformed JSON: {e}")),
-        };
-        let raw = match envelope.get("raw") {
-            Some(Value::String(s)) => s,
-            None => return invalid(&l.text, format!("{at}: field `raw`: missing")),
-            Some(other) => {
-                return invalid(
-                    &l.text,
-                    format!(
-                        "{at}: field `raw`: expected a string, found {}",
-                        json_type(other)
-                    ),
-                );
-            }
-        };
-        let annotator = match envelope.get("annotator") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(s.clone()),
-            Some(other) => {
-                return invalid(
-                    &l.text,
-                    format!(
-                        "{at}: field `annotator`: expected a string, found {}",
-                        json_type(other)
-                    ),
-                );
-            }
-        };
-        let verdict = crate::annotate::verdict::parse(raw);
+    }
+}
+
+/// The `raw` text and the `annotator` of a raw-annotation envelope, or why
+/// the line is invalid (`location` says where it is).
+fn read_envelope(text: &str, location: &str) -> Result<(String, Option<String>), String> {
+    let mut envelope = match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(fields)) => fields,
+        Ok(other) => {
+            return Err(format!(
+                "{location}: expected a JSON object, found {}",
+                json_type(&other)
+            ));
+        }
+        Err(e) => return Err(format!("{location}: malformed JSON: {e}")),
+    };
+    let raw = match envelope.remove("raw") {
+        Some(Value::String(raw)) => raw,
+        None => return Err(format!("{location}: field `raw`: missing")),
+        Some(other) => {
+            return Err(format!(
+                "{location}: field `raw`: expected a string, found {}",
+                json_type(&other)
+            ));
+        }
+    };
+    let annotator = match envelope.remove("annotator") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(annotator)) => Some(annotator),
+        Some(other) => {
+            return Err(format!(
+                "{location}: field `annotator`: expected a string, found {}",
+                json_type(&other)
+            ));
+        }
+    };
+    Ok((raw, annotator))
+}
+
+impl RawStats {
+    /// What the verdict parser makes of `raw` for `record`, counted; the
+    /// envelope's `annotator` fills in an annotation that names none.
+    fn verdict_of(
+        &mut self,
+        record: &Record,
+        raw: String,
+        annotator: Option<String>,
+        location: &str,
+    ) -> Annotated {
+        let verdict = crate::annotate::verdict::parse(&raw);
         let read_as = verdict.read_as();
-        *stats.classes.entry(verdict.class.as_str()).or_default() += 1;
+        *self.classes.entry(verdict.class.as_str()).or_default() += 1;
         if let Some(shape) = verdict.shape {
-            *stats.shapes.entry(shape.as_str()).or_default() += 1;
+            *self.shapes.entry(shape.as_str()).or_default() += 1;
         }
-        let Some(mut a) = verdict.annotation else {
+        let Some(mut annotation) = verdict.annotation else {
             return Annotated::Unparseable {
-                raw: raw.clone(),
-                error: format!("{at}: ANOMALY: {}", verdict.error.unwrap_or_default()),
+                raw,
+                error: format!("{location}: ANOMALY: {}", verdict.error.unwrap_or_default()),
                 read_as: Some(read_as),
             };
         };
-        if let Some(Value::String(id)) = verdict.object.as_ref().and_then(|o| o.get("record_id"))
-            && *id != record.id
+        if let Some(Value::String(named)) = verdict.object.as_ref().and_then(|o| o.get("record_id"))
+            && *named != record.id
         {
-            stats.record_id_mismatches += 1;
+            self.record_id_mismatches += 1;
             return Annotated::Unparseable {
-                raw: raw.clone(),
                 error: format!(
-                    "{at}: field `record_id`: the {} annotation names record `{id}`",
+                    "{location}: field `record_id`: the {} annotation names record `{named}`",
                     verdict.class.as_str()
                 ),
+                raw,
                 read_as: Some(read_as),
             };
         }
-        if a.annotator.is_none() {
-            a.annotator = annotator;
+        if annotation.annotator.is_none() {
+            annotation.annotator = annotator;
         }
-        a.read_as = Some(read_as);
-        stats.quotes_anchored +=
-            crate::annotate::verdict::anchor_quotes(&mut a, &record.text) as u64;
-        Annotated::Parsed(a)
+        annotation.read_as = Some(read_as);
+        self.quotes_anchored +=
+            crate::annotate::verdict::anchor_quotes(&mut annotation, &record.text) as u64;
+        Annotated::Parsed(annotation)
     }
 }
 

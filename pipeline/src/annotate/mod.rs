@@ -274,133 +274,139 @@ pub trait Annotator {
 }
 
 /// Reads one annotation object leniently.
-pub fn annotation_from_value(v: &Map<String, Value>) -> Result<Annotation, String> {
-    let mut a = Annotation {
-        annotator: v
-            .get("annotator")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        ..Default::default()
-    };
-    match v.get("tags") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(tags)) => {
-            for (i, t) in tags.iter().enumerate() {
-                let Value::Object(t) = t else {
-                    return Err(format!(
-                        "tags[{i}]: expected an object, found {}",
-                        json_type(t)
-                    ));
-                };
-                let mut problems = Vec::new();
-                a.tags.push(TagCandidate {
-                    tom_kind: string(t, "tom_kind", &mut problems),
-                    confidence: confidence(t, "confidence", &mut problems),
-                    quote: quote(t, &mut problems),
-                    problems,
-                });
-            }
-        }
-        Some(other) => {
-            return Err(format!(
-                "tags: expected an array, found {}",
-                json_type(other)
-            ));
-        }
-    }
-    for (key, out) in [("affect", &mut a.affect), ("intensity", &mut a.intensity)] {
-        match v.get(key) {
-            None | Some(Value::Null) => {}
-            Some(Value::Object(o)) => out.push(scored(o)),
-            Some(Value::Array(xs)) => {
-                for x in xs {
-                    match x {
-                        Value::Object(o) => out.push(scored(o)),
-                        other => out.push(Scored {
-                            problems: vec![format!(
-                                "{key}: expected an object, found {}",
-                                json_type(other)
-                            )],
-                            ..Default::default()
-                        }),
-                    }
-                }
-            }
-            Some(Value::String(s)) => out.push(Scored {
-                label: Some(s.clone()),
-                confidence: None,
-                problems: vec![format!("{key}: has no confidence")],
-            }),
-            Some(other) => {
-                return Err(format!(
-                    "{key}: expected an object, found {}",
-                    json_type(other)
-                ));
-            }
-        }
-    }
-    match v.get("edges") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(edges)) => {
-            for (i, e) in edges.iter().enumerate() {
-                let Value::Object(e) = e else {
-                    return Err(format!(
-                        "edges[{i}]: expected an object, found {}",
-                        json_type(e)
-                    ));
-                };
-                let mut problems = Vec::new();
-                a.edges.push(EdgeCandidate {
-                    source_node: string(e, "source_node", &mut problems),
-                    relation: string(e, "relation", &mut problems),
-                    target_node: string(e, "target_node", &mut problems),
-                    target_mention: string(e, "target_mention", &mut problems),
-                    confidence: confidence(e, "confidence", &mut problems),
-                    quote: quote(e, &mut problems),
-                    problems,
-                });
-            }
-        }
-        Some(other) => {
-            return Err(format!(
-                "edges: expected an array, found {}",
-                json_type(other)
-            ));
-        }
-    }
-    if let (Some(Value::String(k)), Some(c)) = (
-        v.get("best_tom_kind"),
-        v.get("best_confidence").and_then(Value::as_f64),
+pub fn annotation_from_value(fields: &Map<String, Value>) -> Result<Annotation, String> {
+    let tags = objects_of(fields, "tags", tag_candidate)?;
+    let affect = scored_of(fields, "affect")?;
+    let intensity = scored_of(fields, "intensity")?;
+    let edges = objects_of(fields, "edges", edge_candidate)?;
+    let best = match (
+        fields.get("best_tom_kind"),
+        fields.get("best_confidence").and_then(Value::as_f64),
     ) {
-        a.best = Some((k.clone(), c));
-    }
-    match v.get("sensitive") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(o)) => {
-            let mut problems = Vec::new();
-            a.sensitive = Some(Sensitive {
-                category: string(o, "category", &mut problems),
-                confidence: confidence(o, "confidence", &mut problems),
-                quote: Quote {
-                    text: string(o, "quote", &mut problems),
-                    start: offset(o, "quote_start", &mut problems),
-                    end: offset(o, "quote_end", &mut problems),
-                },
-                detector: string(o, "detector", &mut problems),
-                problems: problems
-                    .into_iter()
-                    .map(|p| format!("sensitive.{p}"))
-                    .collect(),
-            });
-        }
+        (Some(Value::String(kind)), Some(confidence)) => Some((kind.clone(), confidence)),
+        _ => None,
+    };
+    let sensitive = match fields.get("sensitive") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(found)) => Some(sensitive_of(found)),
         Some(other) => {
             return Err(format!(
                 "sensitive: expected an object, found {}",
                 json_type(other)
             ));
         }
+    };
+    Ok(Annotation {
+        annotator: fields
+            .get("annotator")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        tags,
+        affect,
+        intensity,
+        edges,
+        best,
+        sensitive,
+        ..Default::default()
+    })
+}
+
+/// The array of objects at `key`, each read by `read` (empty when it is
+/// absent or null); an item that is not an object fails the annotation.
+fn objects_of<T>(
+    fields: &Map<String, Value>,
+    key: &str,
+    read: fn(&Map<String, Value>) -> T,
+) -> Result<Vec<T>, String> {
+    match fields.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(index, item)| match item {
+                Value::Object(object) => Ok(read(object)),
+                other => Err(format!(
+                    "{key}[{index}]: expected an object, found {}",
+                    json_type(other)
+                )),
+            })
+            .collect(),
+        Some(other) => Err(format!(
+            "{key}: expected an array, found {}",
+            json_type(other)
+        )),
     }
-    Ok(a)
+}
+
+/// A tag object read leniently: type problems stay on the tag.
+fn tag_candidate(tag: &Map<String, Value>) -> TagCandidate {
+    let mut problems = Vec::new();
+    TagCandidate {
+        tom_kind: string(tag, "tom_kind", &mut problems),
+        confidence: confidence(tag, "confidence", &mut problems),
+        quote: quote(tag, &mut problems),
+        problems,
+    }
+}
+
+/// An edge object read leniently: type problems stay on the edge.
+fn edge_candidate(edge: &Map<String, Value>) -> EdgeCandidate {
+    let mut problems = Vec::new();
+    EdgeCandidate {
+        source_node: string(edge, "source_node", &mut problems),
+        relation: string(edge, "relation", &mut problems),
+        target_node: string(edge, "target_node", &mut problems),
+        target_mention: string(edge, "target_mention", &mut problems),
+        confidence: confidence(edge, "confidence", &mut problems),
+        quote: quote(edge, &mut problems),
+        problems,
+    }
+}
+
+/// The labels at `key` (`affect` or `intensity`): one object, an array of
+/// them, or a bare label (kept, with the problem that it has no confidence).
+fn scored_of(fields: &Map<String, Value>, key: &str) -> Result<Vec<Scored>, String> {
+    let not_an_object =
+        |other: &Value| format!("{key}: expected an object, found {}", json_type(other));
+    match fields.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Object(object)) => Ok(vec![scored(object)]),
+        Some(Value::Array(items)) => Ok(items
+            .iter()
+            .map(|item| match item {
+                Value::Object(object) => scored(object),
+                other => Scored {
+                    problems: vec![not_an_object(other)],
+                    ..Default::default()
+                },
+            })
+            .collect()),
+        Some(Value::String(label)) => Ok(vec![Scored {
+            label: Some(label.clone()),
+            confidence: None,
+            problems: vec![format!("{key}: has no confidence")],
+        }]),
+        Some(other) => Err(not_an_object(other)),
+    }
+}
+
+/// The `sensitive` object read leniently; its problems are prefixed `sensitive.`.
+fn sensitive_of(found: &Map<String, Value>) -> Sensitive {
+    let mut problems = Vec::new();
+    Sensitive {
+        category: string(found, "category", &mut problems),
+        confidence: confidence(found, "confidence", &mut problems),
+        quote: Quote {
+            text: string(found, "quote", &mut problems),
+            start: offset(found, "quote_start", &mut problems),
+            end: offset(found, "quote_end", &mut problems),
+        },
+        detector: string(found, "detector", &mut problems),
+        problems: problems
+            .into_iter()
+            .map(|problem| format!("sensitive.{problem}"))
+            .collect(),
+    }
 }
 
 fn string(o: &Map<String, Value>, key: &str, problems: &mut Vec<String>) -> Option<String> {

@@ -86,6 +86,128 @@ fn priority(kind: &str) -> u8 {
     }
 }
 
+/// A secret keyword; its named group says which class of value it announces.
+const SECRET_KEYWORD: &str = concat!(
+    r"(?i)\b(?:(?P<pw>passwords?|passwd|passphrase|pwd|pw)",
+    r"|(?P<pass>pass)",
+    r"|(?P<pin>pin(?:\s+(?:number|no\.?|code))?|passcode|pass\s+code",
+    r"|key\s*safe(?:\s+code)?",
+    r"|(?:gate|door|alarm|entry|access|lock|keypad|building|garage|locker|padlock|safe|security|wi-?fi)\s+(?:code|combination|combo)|door\s*code)",
+    r"|(?P<code>code|combination|combo))\b",
+);
+
+/// Keyword directly followed by its value: "PIN 4821",
+/// "password is hunter2", "pw: x", "gate code 4471#".
+const SECRET_VALUE_NO_FILLER: &str = concat!(
+    r"^(?P<conn>[ \t]*(?::|=|[-–—])[ \t]*",
+    r"|[ \t]+(?:is|was|=)[ \t]+(?:(?:now|still|just)[ \t]+)?(?::[ \t]*)?",
+    r"|[ \t]*['’]s[ \t]+|[ \t]+)",
+    r"(?P<val>[^\s]+)",
+);
+
+/// Keyword, a short prepositional phrase, then "is"/":" and the
+/// value: "pin for the new bank card is 0619", "the code for the
+/// gate is 1947#", "key safe by the back door is 4071".
+const SECRET_VALUE_WITH_FILLER: &str = concat!(
+    r"^(?P<fill>[ \t]+(?:for|on|of|at|by|to|in)(?:[ \t]+[\w'’-]+){1,5}?)",
+    r"(?P<conn>[ \t]*(?::|=)[ \t]*|[ \t]+(?:is|was)[ \t]+(?:(?:now|still|just)[ \t]+)?)",
+    r"(?P<val>[^\s]+)",
+);
+
+/// Shapes of API keys and tokens that need no keyword (Stripe, AWS,
+/// GitHub, Slack, Google, JWT).
+const API_KEY_SHAPES: [&str; 6] = [
+    r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}\b",
+    r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b",
+    r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})\b",
+    r"\bxox[abprs]-[A-Za-z0-9][A-Za-z0-9-]{8,}[A-Za-z0-9]\b",
+    r"\bAIza[0-9A-Za-z_-]{35}",
+    r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}",
+];
+
+/// A word that announces a token or secret key.
+const TOKEN_KEYWORD: &str = concat!(
+    r"(?i)\b(?:api[ _-]?(?:key|token|secret)|access[ _-]?(?:key|token)|secret[ _-]?key",
+    r"|client[ _-]?secret|auth[ _-]?token|bearer|token|secret)s?\b",
+);
+
+/// A token-like value after a token keyword.
+const TOKEN_VALUE: &str = r"[A-Za-z0-9_+/=.-]{20,}";
+
+/// 13 to 19 digits, spaces or dashes between them.
+const CARD_NUMBER: &str = r"\b[0-9](?:[ -]?[0-9]){12,18}\b";
+
+/// An IBAN shape.
+const IBAN: &str = r"\b[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]){11,30}\b";
+
+/// A US social security number shape.
+const US_SSN: &str = r"\b([0-9]{3})-([0-9]{2})-([0-9]{4})\b";
+
+/// A UK National Insurance number.
+const UK_NATIONAL_INSURANCE: &str =
+    r"\b([A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z]) ?[0-9]{2} ?[0-9]{2} ?[0-9]{2} ?[A-D]\b";
+
+/// An Indian PAN.
+const INDIA_PAN: &str = r"\b[A-Z]{3}[ABCFGHJLPT][A-Z][0-9]{4}[A-Z]\b";
+
+/// An Aadhaar number, grouped 4-4-4.
+const AADHAAR: &str = r"\b[2-9][0-9]{3}([ -])[0-9]{4}([ -])[0-9]{4}\b";
+
+/// A passport or driving licence keyword.
+const DOCUMENT_KEYWORD: &str = concat!(
+    r"(?i)\b(?:passport(?:[ \t]+(?:no\.?|number|num|#))?",
+    r"|(?:driv(?:er['’]?s|ing)[ \t]+)?licen[cs]e[ \t]+(?:no\.?|number|num|#)",
+    r"|driv(?:er['’]?s|ing)[ \t]+licen[cs]e)",
+);
+
+/// The document number right after its keyword.
+const DOCUMENT_VALUE: &str = concat!(
+    r"^(?:[ \t]*(?::|#|=|[-–—])[ \t]*|[ \t]+(?:is|was)[ \t]+(?::[ \t]*)?|[ \t]+)",
+    r"(?P<val>[A-Za-z0-9][A-Za-z0-9-]{4,19})\b",
+);
+
+/// An email address.
+const EMAIL: &str = r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b";
+
+/// Phone number shapes.
+const PHONE: &str = concat!(
+    r"\+[0-9]{1,3}(?:[ .-]?\(?[0-9]{1,5}\)?){2,5}",
+    r"|\([0-9]{3}\)[ .-]?[0-9]{3}[ .-][0-9]{4}\b",
+    r"|\b1[ .-][0-9]{3}[ .-][0-9]{3}[ .-][0-9]{4}\b",
+    r"|\b[0-9]{3}[.-][0-9]{3}[.-][0-9]{4}\b",
+    r"|\b0[0-9]{2,4}[ -]?[0-9]{3,4}[ -]?[0-9]{3,4}\b",
+    r"|\b1[38]00[ -]?[0-9]{3}[ -]?[0-9]{3,4}\b",
+    r"|\b[2-9][0-9]{2} [0-9]{3} [0-9]{4}\b",
+    r"|\b[6-9][0-9]{4} [0-9]{5}\b",
+    r"|\b[0-9]{3}-[0-9]{4}\b",
+);
+
+/// Shapes that are as often scores, ranges or amounts as phone
+/// numbers: they count only when a word nearby says "phone".
+const PHONE_WEAK_SHAPES: &str =
+    r"^(?:[0-9]{3}-[0-9]{4}|[0-9]{3} [0-9]{3} [0-9]{4}|[0-9]{5} [0-9]{5})$";
+
+/// A word nearby that says "phone".
+const PHONE_CONTEXT: &str = concat!(
+    r"(?i)\b(?:phone|phones|mobile|cell|cellphone|tel|telephone|number|call|calls|called|ring|rang",
+    r"|text|texts|sms|whatsapp|signal|reach|dial|landline|fax|contact|digits|line)\b",
+);
+
+/// A word nearby that says the number is a reference (order, tracking, ...).
+const REFERENCE_CONTEXT: &str = concat!(
+    r"(?i)\b(?:order|orders|tracking|track|invoice|ref|reference|isbn|receipt|confirmation",
+    r"|booking|parcel|shipment|consignment|awb|serial|imei|ticket|(?:case|claim)[ \t]+(?:no|number|ref)|flight",
+    r"|policy|membership|customer[ \t]+(?:no|number|id)|account[ \t]+(?:no|number)[ \t]+for[ \t]+the[ \t]+order)\b",
+);
+
+/// A word nearby that says the number is a public one (support line, office, ...).
+const PUBLIC_CONTEXT: &str = concat!(
+    r"(?i)\b(?:support|help[ \t-]?lines?|help[ \t-]?desk|hot[ \t-]?lines?",
+    r"|customer[ \t]+(?:service|services|care|line|support|helpline|team)",
+    r"|reception|switchboard|office[ \t]+(?:line|number|phone|email)|general[ \t]+(?:line|enquiries|inquiries)",
+    r"|toll[ \t-]?free|free[ \t-]?phone|enquiries|inquiries|website|public|press[ \t]+office)\b",
+);
+
 fn re(pattern: &str) -> Regex {
     // The patterns are constants of this module; a bad one is a bug caught
     // by every test.
@@ -96,90 +218,26 @@ impl Rules {
     /// Compiles the rules.
     pub fn new() -> Self {
         Rules {
-            secret_kw: re(concat!(
-                r"(?i)\b(?:(?P<pw>passwords?|passwd|passphrase|pwd|pw)",
-                r"|(?P<pass>pass)",
-                r"|(?P<pin>pin(?:\s+(?:number|no\.?|code))?|passcode|pass\s+code",
-                r"|key\s*safe(?:\s+code)?",
-                r"|(?:gate|door|alarm|entry|access|lock|keypad|building|garage|locker|padlock|safe|security|wi-?fi)\s+(?:code|combination|combo)|door\s*code)",
-                r"|(?P<code>code|combination|combo))\b",
-            )),
-            // Keyword directly followed by its value: "PIN 4821",
-            // "password is hunter2", "pw: x", "gate code 4471#".
-            no_filler: re(concat!(
-                r"^(?P<conn>[ \t]*(?::|=|[-–—])[ \t]*",
-                r"|[ \t]+(?:is|was|=)[ \t]+(?:(?:now|still|just)[ \t]+)?(?::[ \t]*)?",
-                r"|[ \t]*['’]s[ \t]+|[ \t]+)",
-                r"(?P<val>[^\s]+)",
-            )),
-            // Keyword, a short prepositional phrase, then "is"/":" and the
-            // value: "pin for the new bank card is 0619", "the code for the
-            // gate is 1947#", "key safe by the back door is 4071".
-            with_filler: re(concat!(
-                r"^(?P<fill>[ \t]+(?:for|on|of|at|by|to|in)(?:[ \t]+[\w'’-]+){1,5}?)",
-                r"(?P<conn>[ \t]*(?::|=)[ \t]*|[ \t]+(?:is|was)[ \t]+(?:(?:now|still|just)[ \t]+)?)",
-                r"(?P<val>[^\s]+)",
-            )),
-            api_shapes: vec![
-                re(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}\b"),
-                re(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"),
-                re(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})\b"),
-                re(r"\bxox[abprs]-[A-Za-z0-9][A-Za-z0-9-]{8,}[A-Za-z0-9]\b"),
-                re(r"\bAIza[0-9A-Za-z_-]{35}"),
-                re(r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}"),
-            ],
-            token_kw: re(concat!(
-                r"(?i)\b(?:api[ _-]?(?:key|token|secret)|access[ _-]?(?:key|token)|secret[ _-]?key",
-                r"|client[ _-]?secret|auth[ _-]?token|bearer|token|secret)s?\b",
-            )),
-            token_value: re(r"[A-Za-z0-9_+/=.-]{20,}"),
-            card: re(r"\b[0-9](?:[ -]?[0-9]){12,18}\b"),
-            iban: re(r"\b[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]){11,30}\b"),
-            ssn: re(r"\b([0-9]{3})-([0-9]{2})-([0-9]{4})\b"),
-            ni: re(
-                r"\b([A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z]) ?[0-9]{2} ?[0-9]{2} ?[0-9]{2} ?[A-D]\b",
-            ),
-            pan: re(r"\b[A-Z]{3}[ABCFGHJLPT][A-Z][0-9]{4}[A-Z]\b"),
-            aadhaar: re(r"\b[2-9][0-9]{3}([ -])[0-9]{4}([ -])[0-9]{4}\b"),
-            doc_kw: re(concat!(
-                r"(?i)\b(?:passport(?:[ \t]+(?:no\.?|number|num|#))?",
-                r"|(?:driv(?:er['’]?s|ing)[ \t]+)?licen[cs]e[ \t]+(?:no\.?|number|num|#)",
-                r"|driv(?:er['’]?s|ing)[ \t]+licen[cs]e)",
-            )),
-            doc_value: re(concat!(
-                r"^(?:[ \t]*(?::|#|=|[-–—])[ \t]*|[ \t]+(?:is|was)[ \t]+(?::[ \t]*)?|[ \t]+)",
-                r"(?P<val>[A-Za-z0-9][A-Za-z0-9-]{4,19})\b",
-            )),
-            email: re(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"),
-            phone: re(concat!(
-                r"\+[0-9]{1,3}(?:[ .-]?\(?[0-9]{1,5}\)?){2,5}",
-                r"|\([0-9]{3}\)[ .-]?[0-9]{3}[ .-][0-9]{4}\b",
-                r"|\b1[ .-][0-9]{3}[ .-][0-9]{3}[ .-][0-9]{4}\b",
-                r"|\b[0-9]{3}[.-][0-9]{3}[.-][0-9]{4}\b",
-                r"|\b0[0-9]{2,4}[ -]?[0-9]{3,4}[ -]?[0-9]{3,4}\b",
-                r"|\b1[38]00[ -]?[0-9]{3}[ -]?[0-9]{3,4}\b",
-                r"|\b[2-9][0-9]{2} [0-9]{3} [0-9]{4}\b",
-                r"|\b[6-9][0-9]{4} [0-9]{5}\b",
-                r"|\b[0-9]{3}-[0-9]{4}\b",
-            )),
-            // Shapes that are as often scores, ranges or amounts as phone
-            // numbers: they count only when a word nearby says "phone".
-            phone_weak: re(r"^(?:[0-9]{3}-[0-9]{4}|[0-9]{3} [0-9]{3} [0-9]{4}|[0-9]{5} [0-9]{5})$"),
-            phone_ctx: re(concat!(
-                r"(?i)\b(?:phone|phones|mobile|cell|cellphone|tel|telephone|number|call|calls|called|ring|rang",
-                r"|text|texts|sms|whatsapp|signal|reach|dial|landline|fax|contact|digits|line)\b",
-            )),
-            reference_ctx: re(concat!(
-                r"(?i)\b(?:order|orders|tracking|track|invoice|ref|reference|isbn|receipt|confirmation",
-                r"|booking|parcel|shipment|consignment|awb|serial|imei|ticket|(?:case|claim)[ \t]+(?:no|number|ref)|flight",
-                r"|policy|membership|customer[ \t]+(?:no|number|id)|account[ \t]+(?:no|number)[ \t]+for[ \t]+the[ \t]+order)\b",
-            )),
-            public_ctx: re(concat!(
-                r"(?i)\b(?:support|help[ \t-]?lines?|help[ \t-]?desk|hot[ \t-]?lines?",
-                r"|customer[ \t]+(?:service|services|care|line|support|helpline|team)",
-                r"|reception|switchboard|office[ \t]+(?:line|number|phone|email)|general[ \t]+(?:line|enquiries|inquiries)",
-                r"|toll[ \t-]?free|free[ \t-]?phone|enquiries|inquiries|website|public|press[ \t]+office)\b",
-            )),
+            secret_kw: re(SECRET_KEYWORD),
+            no_filler: re(SECRET_VALUE_NO_FILLER),
+            with_filler: re(SECRET_VALUE_WITH_FILLER),
+            api_shapes: API_KEY_SHAPES.iter().map(|pattern| re(pattern)).collect(),
+            token_kw: re(TOKEN_KEYWORD),
+            token_value: re(TOKEN_VALUE),
+            card: re(CARD_NUMBER),
+            iban: re(IBAN),
+            ssn: re(US_SSN),
+            ni: re(UK_NATIONAL_INSURANCE),
+            pan: re(INDIA_PAN),
+            aadhaar: re(AADHAAR),
+            doc_kw: re(DOCUMENT_KEYWORD),
+            doc_value: re(DOCUMENT_VALUE),
+            email: re(EMAIL),
+            phone: re(PHONE),
+            phone_weak: re(PHONE_WEAK_SHAPES),
+            phone_ctx: re(PHONE_CONTEXT),
+            reference_ctx: re(REFERENCE_CONTEXT),
+            public_ctx: re(PUBLIC_CONTEXT),
         }
     }
 

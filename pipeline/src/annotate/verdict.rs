@@ -123,32 +123,64 @@ impl Verdict {
 
 /// Parses one raw annotator output through the cascade.
 pub fn parse(raw: &str) -> Verdict {
-    let text = raw.trim();
     let mut errors: Vec<String> = Vec::new();
-    // 1. strict
-    if text.starts_with('{') && text.ends_with('}') {
-        match serde_json::from_str::<Value>(text) {
-            Ok(Value::Object(m)) if is_annotation_object(&m) => match annotation_from_value(&m) {
-                Ok(a) => return Verdict::accepted(ParseClass::Strict, None, m, a, Vec::new()),
-                Err(e) => errors.push(format!("the text is an annotation object but {e}")),
-            },
-            Ok(_) => {}
-            Err(_) => {}
+    if let Some(verdict) = read_strict(raw.trim(), &mut errors) {
+        return verdict;
+    }
+    let budget = raw.len().saturating_mul(PARSE_BUDGET_FACTOR) + (1 << 20);
+    let scan = scan_objects(raw.as_bytes(), b"\"");
+    if let Some(verdict) = read_lenient(raw, &scan, budget, &mut errors) {
+        return verdict;
+    }
+    if let Some(verdict) = read_escape(raw, budget, &mut errors) {
+        return verdict;
+    }
+    anomaly(raw, &scan, errors)
+}
+
+/// Step 1, strict: the whole (trimmed) text is one annotation object.
+fn read_strict(text: &str, errors: &mut Vec<String>) -> Option<Verdict> {
+    if !(text.starts_with('{') && text.ends_with('}')) {
+        return None;
+    }
+    let Ok(Value::Object(object)) = serde_json::from_str::<Value>(text) else {
+        return None;
+    };
+    if !is_annotation_object(&object) {
+        return None;
+    }
+    match annotation_from_value(&object) {
+        Ok(annotation) => Some(Verdict::accepted(
+            ParseClass::Strict,
+            None,
+            object,
+            annotation,
+            Vec::new(),
+        )),
+        Err(e) => {
+            errors.push(format!("the text is an annotation object but {e}"));
+            None
         }
     }
-    let bytes = raw.as_bytes();
-    let budget = bytes.len().saturating_mul(PARSE_BUDGET_FACTOR) + (1 << 20);
-    // 2. lenient: the last complete annotation object.
-    let scan = scan_objects(bytes, b"\"");
-    let mut spent = 0usize;
+}
+
+/// Step 2, lenient: the last complete annotation object, within the candidate
+/// and byte budgets.
+fn read_lenient(
+    raw: &str,
+    scan: &Scan,
+    budget: usize,
+    errors: &mut Vec<String>,
+) -> Option<Verdict> {
     // The whole text was already tried as one object by the strict step.
     let whole = (raw.len() - raw.trim_start().len(), raw.trim_end().len());
     let candidates: Vec<&Span> = scan
         .spans
         .iter()
         .rev()
-        .filter(|s| s.flagged && (s.start, s.end) != whole)
+        .filter(|span| span.flagged && (span.start, span.end) != whole)
         .collect();
+    let mut spent = 0usize;
     for (tried, span) in candidates.iter().enumerate() {
         if tried >= MAX_CANDIDATES || spent + (span.end - span.start) > budget {
             errors.push(format!(
@@ -157,67 +189,95 @@ pub fn parse(raw: &str) -> Verdict {
             break;
         }
         spent += span.end - span.start;
-        let slice = &raw[span.start..span.end];
-        match serde_json::from_str::<Value>(slice) {
-            Ok(Value::Object(m)) => match annotation_from_value(&m) {
-                Ok(a) => {
-                    let mut notes = vec![format!(
-                        "annotation object at bytes [{}, {}) of {}",
-                        span.start,
-                        span.end,
-                        raw.len()
-                    )];
+        let (start, end) = (span.start, span.end);
+        match serde_json::from_str::<Value>(&raw[start..end]) {
+            Ok(Value::Object(object)) => match annotation_from_value(&object) {
+                Ok(annotation) => {
                     let earlier = candidates.len() - tried - 1;
-                    if earlier > 0 {
-                        notes.push(format!(
-                            "{earlier} earlier annotation-like object(s) ignored (a draft?)"
-                        ));
-                    }
-                    if in_code_fence(raw, span.start) {
-                        notes.push("inside a code fence".into());
-                    }
-                    if let Some(open) = scan.unclosed_flagged.iter().find(|&&o| o > span.end) {
-                        notes.push(format!(
-                            "an incomplete annotation object starting at byte {open} follows it (truncated?)"
-                        ));
-                    }
-                    return Verdict::accepted(ParseClass::Lenient, None, m, a, notes);
+                    let notes = lenient_notes(raw, scan, span, earlier);
+                    return Some(Verdict::accepted(
+                        ParseClass::Lenient,
+                        None,
+                        object,
+                        annotation,
+                        notes,
+                    ));
                 }
                 Err(e) => errors.push(format!(
-                    "the object at bytes [{}, {}) is not a valid annotation: {e}",
-                    span.start, span.end
+                    "the object at bytes [{start}, {end}) is not a valid annotation: {e}"
                 )),
             },
             Ok(_) => {}
             Err(e) => {
                 if errors.len() < 8 {
                     errors.push(format!(
-                        "the object at bytes [{}, {}) is not JSON: {e}",
-                        span.start, span.end
+                        "the object at bytes [{start}, {end}) is not JSON: {e}"
                     ));
                 }
             }
         }
     }
-    // 3. escape recovery.
+    None
+}
+
+/// Where the lenient step found its object, and what it ignored around it
+/// (`earlier` annotation-like objects before it).
+fn lenient_notes(raw: &str, scan: &Scan, span: &Span, earlier: usize) -> Vec<String> {
+    let mut notes = vec![format!(
+        "annotation object at bytes [{}, {}) of {}",
+        span.start,
+        span.end,
+        raw.len()
+    )];
+    if earlier > 0 {
+        notes.push(format!(
+            "{earlier} earlier annotation-like object(s) ignored (a draft?)"
+        ));
+    }
+    if in_code_fence(raw, span.start) {
+        notes.push("inside a code fence".into());
+    }
+    if let Some(open) = scan.unclosed_flagged.iter().find(|&&open| open > span.end) {
+        notes.push(format!(
+            "an incomplete annotation object starting at byte {open} follows it (truncated?)"
+        ));
+    }
+    notes
+}
+
+/// Step 3, escape recovery: the first known escape shape that reads as an
+/// annotation.
+fn read_escape(raw: &str, budget: usize, errors: &mut Vec<String>) -> Option<Verdict> {
     for shape in EscapeShape::ALL {
         let found = match shape {
-            EscapeShape::RelaxedObject => relaxed_object(raw, budget, &mut errors),
+            EscapeShape::RelaxedObject => relaxed_object(raw, budget, errors),
             EscapeShape::PipeLine => pipe_line(raw),
             EscapeShape::KeyValueBlock => key_value_block(raw),
             EscapeShape::AbstainMarker => abstain_marker(raw),
         };
-        if let Some((m, mut notes)) = found {
-            match annotation_from_value(&m) {
-                Ok(a) => {
-                    notes.insert(0, format!("escape shape {}", shape.as_str()));
-                    return Verdict::accepted(ParseClass::Escape, Some(shape), m, a, notes);
-                }
-                Err(e) => errors.push(format!("{} shape: {e}", shape.as_str())),
+        let Some((object, mut notes)) = found else {
+            continue;
+        };
+        match annotation_from_value(&object) {
+            Ok(annotation) => {
+                notes.insert(0, format!("escape shape {}", shape.as_str()));
+                return Some(Verdict::accepted(
+                    ParseClass::Escape,
+                    Some(shape),
+                    object,
+                    annotation,
+                    notes,
+                ));
             }
+            Err(e) => errors.push(format!("{} shape: {e}", shape.as_str())),
         }
     }
-    // 4. anomaly.
+    None
+}
+
+/// Step 4, anomaly: why nothing was read (the first eight errors, and how many
+/// more).
+fn anomaly(raw: &str, scan: &Scan, mut errors: Vec<String>) -> Verdict {
     if let Some(open) = scan.unclosed_flagged.first() {
         errors.push(format!(
             "an annotation object starts at byte {open} but never closes (truncated JSON?)"

@@ -576,88 +576,150 @@ pub fn candidates(
     sentences: &[(usize, usize)],
     taken: &[(usize, usize)],
 ) -> Vec<Candidate> {
-    let ws = words(text);
-    let lower = |w: &Word| fold(&text[w.start..w.end]);
-    let starts_sentence = |pos: usize| {
-        sentences.iter().any(|&(s, e)| {
-            s <= pos && pos < e && text[s..pos].chars().all(|c| !is_word_char(c) && c != '@')
-        }) || text[..pos].trim_end().ends_with([':', '"', '“'])
+    let scan = CandidateScan {
+        text,
+        words: words(text),
+        sentences,
+        taken,
     };
-    let free = |s: usize, e: usize| !taken.iter().any(|&(a, b)| s < b && a < e);
     let mut out = Vec::new();
-    let mut i = 0;
-    while i < ws.len() {
-        let w = &ws[i];
-        // @handles
-        if w.start > 0 && text[..w.start].ends_with('@') {
-            let at = w.start - 1;
-            let before_ok = text[..at]
-                .chars()
-                .next_back()
-                .is_none_or(|c| !is_word_char(c));
-            if before_ok && free(at, w.end) {
-                out.push(Candidate {
-                    start: at,
-                    end: w.end,
-                    cue: Cue::Handle,
-                    sentence_initial: false,
-                    multiword: false,
-                    possessive: w.possessive,
-                });
-            }
-            i += 1;
+    let mut index = 0;
+    while index < scan.words.len() {
+        let word = &scan.words[index];
+        if word.start > 0 && text[..word.start].ends_with('@') {
+            out.extend(scan.handle(word));
+            index += 1;
             continue;
         }
-        let word = &text[w.start..w.end];
-        if !capitalised(word) {
-            i += 1;
+        if !capitalised(&text[word.start..word.end]) {
+            index += 1;
             continue;
         }
-        let lw = lower(w);
-        let is_title = TITLES.contains(&lw.as_str());
-        // A run of capitalised words joined by single spaces (a title's
-        // period allowed): the name.
-        let mut j = i;
-        while j + 1 < ws.len() && !ws[j].possessive {
-            let gap = &text[ws[j].end..ws[j + 1].start];
-            let joined = gap == " " || (gap == ". " && ws[j].period && j == i && is_title);
-            let next = &text[ws[j + 1].start..ws[j + 1].end];
-            if joined && capitalised(next) && !NEVER.contains(&lower(&ws[j + 1]).as_str()) {
-                j += 1;
+        let (candidate, last) = scan.name_at(index);
+        out.extend(candidate);
+        index = last + 1;
+    }
+    out
+}
+
+/// The words of one text while [`candidates`] walks them.
+struct CandidateScan<'a> {
+    text: &'a str,
+    words: Vec<Word>,
+    sentences: &'a [(usize, usize)],
+    /// Spans already linked: no candidate overlaps them.
+    taken: &'a [(usize, usize)],
+}
+
+impl CandidateScan<'_> {
+    /// The word, case-folded.
+    fn folded(&self, word: &Word) -> String {
+        fold(&self.text[word.start..word.end])
+    }
+
+    /// Whether `[start, end)` overlaps no taken span.
+    fn is_free(&self, start: usize, end: usize) -> bool {
+        !self
+            .taken
+            .iter()
+            .any(|&(taken_start, taken_end)| start < taken_end && taken_start < end)
+    }
+
+    /// Whether only non-word characters precede `pos` in its sentence, or
+    /// it follows a colon or an opening quote.
+    fn starts_sentence(&self, pos: usize) -> bool {
+        let text = self.text;
+        self.sentences.iter().any(|&(start, end)| {
+            start <= pos
+                && pos < end
+                && text[start..pos]
+                    .chars()
+                    .all(|c| !is_word_char(c) && c != '@')
+        }) || text[..pos].trim_end().ends_with([':', '"', '“'])
+    }
+
+    /// The `@handle` whose word is `word` (the `@` just before it), unless
+    /// the `@` follows a word character or the span is taken.
+    fn handle(&self, word: &Word) -> Option<Candidate> {
+        let at_sign = word.start - 1;
+        let after_non_word = self.text[..at_sign]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !is_word_char(c));
+        (after_non_word && self.is_free(at_sign, word.end)).then_some(Candidate {
+            start: at_sign,
+            end: word.end,
+            cue: Cue::Handle,
+            sentence_initial: false,
+            multiword: false,
+            possessive: word.possessive,
+        })
+    }
+
+    /// The name that starts at capitalised word `first`, and the index of
+    /// its last word (`first` when there is no name).
+    fn name_at(&self, first: usize) -> (Option<Candidate>, usize) {
+        let word = &self.words[first];
+        let folded = self.folded(word);
+        let is_title = TITLES.contains(&folded.as_str());
+        let last = self.name_run_end(first, is_title);
+        let Some(cue) = name_cue(&folded, is_title, last > first) else {
+            return (None, first);
+        };
+        // A sentence-initial function word before a name: drop the word.
+        let (start, first) = if cue == Cue::Name && NEVER.contains(&folded.as_str()) {
+            (self.words[first + 1].start, first + 1)
+        } else {
+            (word.start, first)
+        };
+        let last_word = &self.words[last];
+        let candidate = self.is_free(start, last_word.end).then(|| Candidate {
+            start,
+            end: last_word.end,
+            cue,
+            sentence_initial: self.starts_sentence(start),
+            multiword: last > first,
+            possessive: last_word.possessive,
+        });
+        (candidate, last)
+    }
+
+    /// The last word of the run of capitalised words from `first` joined by
+    /// single spaces (after a title, its period allowed): the name.
+    fn name_run_end(&self, first: usize, is_title: bool) -> usize {
+        let words = &self.words;
+        let mut last = first;
+        while last + 1 < words.len() && !words[last].possessive {
+            let gap = &self.text[words[last].end..words[last + 1].start];
+            let joined =
+                gap == " " || (gap == ". " && words[last].period && last == first && is_title);
+            let next = &words[last + 1];
+            if joined
+                && capitalised(&self.text[next.start..next.end])
+                && !NEVER.contains(&self.folded(next).as_str())
+            {
+                last += 1;
             } else {
                 break;
             }
         }
-        let last = &ws[j];
-        let (cue, start) = if is_title && j > i {
-            (Cue::Title, w.start)
-        } else if j == i && KINSHIP.contains(&lw.as_str()) {
-            (Cue::Kinship, w.start)
-        } else if j == i && (NEVER.contains(&lw.as_str()) || is_title) {
-            i += 1;
-            continue;
-        } else {
-            (Cue::Name, w.start)
-        };
-        // A sentence-initial function word before a name: drop the word.
-        let (start, first) = if cue == Cue::Name && NEVER.contains(&lw.as_str()) {
-            (ws[i + 1].start, i + 1)
-        } else {
-            (start, i)
-        };
-        if free(start, last.end) {
-            out.push(Candidate {
-                start,
-                end: last.end,
-                cue,
-                sentence_initial: starts_sentence(start),
-                multiword: j > first,
-                possessive: last.possessive,
-            });
-        }
-        i = j + 1;
+        last
     }
-    out
+}
+
+/// How a run of capitalised words names someone: a title before a name, a
+/// lone kinship word, or a name; `None` for a lone title or a word that
+/// never names anyone.
+fn name_cue(folded_first: &str, is_title: bool, multiword: bool) -> Option<Cue> {
+    if is_title && multiword {
+        Some(Cue::Title)
+    } else if !multiword && KINSHIP.contains(&folded_first) {
+        Some(Cue::Kinship)
+    } else if !multiword && (NEVER.contains(&folded_first) || is_title) {
+        None
+    } else {
+        Some(Cue::Name)
+    }
 }
 
 #[cfg(test)]
