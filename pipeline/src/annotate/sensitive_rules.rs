@@ -31,25 +31,45 @@ pub struct Finding {
 
 /// The rules, compiled once.
 pub struct Rules {
+    /// A word that announces a secret ([`SECRET_KEYWORD`]: password, PIN, passcode, ...).
     secret_kw: Regex,
+    /// The secret keyword directly followed by its value (`PIN 4821`).
     no_filler: Regex,
+    /// The secret keyword, a few filler words, then the value (`the PIN is 4821`).
     with_filler: Regex,
+    /// API keys and tokens by their shape (`sk_live_…`, `AKIA…`, `ghp_…`, `xox?-…`, JWTs).
     api_shapes: Vec<Regex>,
+    /// A word that announces a token or key (`token`, `api key`, `secret key`).
     token_kw: Regex,
+    /// A token-like value after the token keyword: 20 or more key characters.
     token_value: Regex,
+    /// Card-number candidates (13–19 digits, spaced or dashed); a finding only if the Luhn check passes.
     card: Regex,
+    /// IBAN candidates; a finding only if the mod-97 check passes.
     iban: Regex,
+    /// US Social Security number shape (`123-45-6789`).
     ssn: Regex,
+    /// UK National Insurance number shape (`QQ 12 34 56 C`).
     ni: Regex,
+    /// Indian Permanent Account Number shape (`ABCDE1234F`).
     pan: Regex,
+    /// Indian Aadhaar number shape (4-4-4 digits); a finding only if the Verhoeff check passes and no reference word precedes it.
     aadhaar: Regex,
+    /// A word that announces a passport or driving licence number.
     doc_kw: Regex,
+    /// A document-number-like value after the document keyword.
     doc_value: Regex,
+    /// An e-mail address.
     email: Regex,
+    /// A phone number in an unambiguous international or grouped shape.
     phone: Regex,
+    /// Phone shapes too common to trust alone (`555-1234`): a finding only with a phone word in the six words before.
     phone_weak: Regex,
+    /// Words that make a weak phone shape a phone number (`call`, `mobile`, `number`, ...).
     phone_ctx: Regex,
+    /// Words just before a number that make it an order, tracking, invoice or reference number, not an identifier.
     reference_ctx: Regex,
+    /// Words around a contact that make it a public line (support, helpline, reception, ...), not a person's.
     public_ctx: Regex,
 }
 
