@@ -691,3 +691,31 @@ fn a_piped_node_registry_is_hashed_as_read() {
         tomlite::hash::sha256_bytes(&registry)
     );
 }
+
+// Regression: `--staging` naming a file ran, warned that it could not keep
+// the failed run's record, and failed with exit 1 ("cannot create
+// directory ...: File exists") instead of a configuration error.
+#[test]
+fn a_staging_path_that_is_a_file_is_a_configuration_error() {
+    let env = Env::new();
+    env.jsonl("records.jsonl", &[record("r-1", "I like tea.")]);
+    env.jsonl("annotations.jsonl", &[]);
+    env.write("not-a-dir", "x");
+    let ran = env.run(&[
+        "--input",
+        "records.jsonl",
+        "--annotations",
+        "annotations.jsonl",
+        "--staging",
+        "not-a-dir",
+    ]);
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(
+        ran.stderr
+            .contains("staging directory not-a-dir exists and is not a directory"),
+        "{}",
+        ran.stderr
+    );
+    assert!(!ran.stderr.contains("warning"), "{}", ran.stderr);
+    assert_eq!(std::fs::read_to_string(env.path("not-a-dir")).unwrap(), "x");
+}

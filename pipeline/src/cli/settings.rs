@@ -83,6 +83,18 @@ fn staging_or_policy(explicit: Option<PathBuf>, policy: &Policy) -> Result<PathB
         })
 }
 
+/// The run creates its staging directory when it is missing; a path that
+/// exists must be one (a file there is a usage error, not a failed run).
+fn check_staging_is_a_directory(staging: &Path) -> Result<(), Failure> {
+    if staging.exists() && !staging.is_dir() {
+        return Err(Failure::config(anyhow!(
+            "staging directory {} exists and is not a directory",
+            staging.display()
+        )));
+    }
+    Ok(())
+}
+
 /// `--staging DIR`, else the `run.staging` of the policy (read only then).
 fn staging_of(explicit: Option<PathBuf>, policy: Option<&Path>) -> Result<PathBuf, Failure> {
     match explicit {
@@ -244,6 +256,7 @@ impl RunSettings {
         check_transient_retries(args.transient_retries)?;
         check_inputs(&args.input)?;
         let staging = staging_or_policy(args.staging, &loaded.policy)?;
+        check_staging_is_a_directory(&staging)?;
         let budget = Budget::resolve(args.deadline.as_deref(), args.max_seconds)?;
         let shard = args
             .shard
