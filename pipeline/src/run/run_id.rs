@@ -1,12 +1,15 @@
-//! Run ids: `YYYYMMDDTHHMMSSZ-xxxx`, sortable by time and unique among the
-//! committed runs, the temporary ones and the records of failed runs.
+//! Run ids: `YYYYMMDDTHHMMSSZ-xxxx`, sortable by time to the second and
+//! unique among the committed runs, the temporary ones and the records of
+//! failed runs.
 
 use std::path::{Path, PathBuf};
 
 /// The folder of the staging directory that keeps failed and blocked runs.
 pub const FAILED_DIR: &str = "failed";
 
-/// `YYYYMMDDTHHMMSSZ-xxxx`: sortable by time, unique in the staging directory.
+/// `YYYYMMDDTHHMMSSZ-xxxx`: unique in the staging directory, and sortable by
+/// time to the second (two runs in one second sort by their random suffix;
+/// `LATEST` and the state, not the names, say which came last).
 pub fn new_run_id(runs: &Path, now: chrono::DateTime<chrono::Utc>) -> String {
     let stamp = now.format("%Y%m%dT%H%M%SZ");
     let salt = (std::process::id() as u64) ^ u64::from(now.timestamp_subsec_nanos());
