@@ -423,9 +423,16 @@ pub struct Heads {
     /// categories, so P(sensitive) = 1 − P(none) (optional: older cards
     /// have none, and only the identifier rules run).
     pub sensitive: Option<Head>,
+    /// Sensitive content, read from the words: P(sensitive) of a lexical
+    /// model (`crate::lexical`) that the detector averages with the
+    /// head's (optional: older heads have none).
+    pub sensitive_lexical: Option<crate::lexical::Lexical>,
     /// The card.
     pub card: Card,
 }
+
+/// The tensor-name prefix of [`Heads::sensitive_lexical`].
+const SENSITIVE_LEXICAL: &str = "sensitive_lexical";
 
 /// File names under the heads directory.
 pub const HEADS_FILE: &str = "heads.safetensors";
@@ -475,6 +482,11 @@ impl Heads {
             intensity: head(2, "intensity")?,
             person: named("person")?,
             sensitive: named("sensitive")?,
+            sensitive_lexical: crate::lexical::Lexical::from_tensors(
+                SENSITIVE_LEXICAL,
+                &ts,
+                &file,
+            )?,
             card,
         })
     }
@@ -517,6 +529,9 @@ impl Heads {
                     metrics: serde_json::Value::Null,
                 }),
             }
+        }
+        if let Some(lexical) = &self.sensitive_lexical {
+            lexical.tensors(SENSITIVE_LEXICAL, &mut ts)?;
         }
         let file = dir.join(HEADS_FILE);
         candle_core::safetensors::save(&ts, &file).map_err(|e| Error::Heads {

@@ -52,6 +52,7 @@ mod error;
 pub mod finetune;
 pub mod heads;
 pub mod kernels;
+pub mod lexical;
 pub mod lora;
 pub mod metrics;
 pub mod profile;

@@ -529,3 +529,67 @@ impl TapDir for std::path::PathBuf {
         self
     }
 }
+
+// New labeled data or curated decisions should not cost another hour of
+// fine-tuning: `train --adapters DIR` fits the heads on the encoder with
+// an earlier run's adapters. Fitted the same way, they are the heads that
+// run wrote, and the classifier reads the folder like the run's own.
+#[test]
+fn train_with_adapters_refits_the_heads_on_an_earlier_runs_adapters() {
+    let env = Env::new();
+    write_data(&env);
+    train(&env, "out", &[]).ok();
+    // With --adapters, --epochs counts the heads' passes (as with
+    // --frozen); a fine-tuning run fits its heads with 30.
+    let refit = train(&env, "refit", &["--adapters", "out", "--epochs", "30"]).ok();
+    assert!(refit.stderr.contains("no fine-tuning"), "{}", refit.stderr);
+    assert!(!refit.stderr.contains("epoch 1/1"), "{}", refit.stderr);
+    assert!(!env.path("refit/checkpoint").exists());
+    // The adapters' card is copied, its dev figures those of the new heads.
+    assert_eq!(
+        read_json(&env.path("refit/adapters.json"))["adapters_sha256"],
+        read_json(&env.path("out/adapters.json"))["adapters_sha256"]
+    );
+    for f in ["adapters.safetensors", "heads.safetensors"] {
+        assert_eq!(
+            sha256(&env.path("refit").join(f)),
+            sha256(&env.path("out").join(f)),
+            "{f}"
+        );
+    }
+    let card = read_json(&env.path("refit/card.json"));
+    assert_eq!(
+        card["training"]["adapters_sha256"],
+        read_json(&env.path("out/adapters.json"))["adapters_sha256"]
+    );
+    assert_eq!(card["training"]["finetune"]["heads_refitted_from"], "out");
+    let tuned = annotate(&env, "out", "tuned.jsonl", &[]);
+    let refitted = annotate(&env, "refit", "refit.jsonl", &[]);
+    assert_eq!(tuned, refitted);
+
+    // Adapters whose file is not the card's are refused, naming the file.
+    let bad = env.path("bad");
+    std::fs::create_dir_all(&bad).unwrap();
+    std::fs::copy(env.path("out/adapters.json"), bad.join("adapters.json")).unwrap();
+    let mut bytes = std::fs::read(env.path("out/adapters.safetensors")).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(bad.join("adapters.safetensors"), bytes).unwrap();
+    let refused = train(&env, "refit2", &["--adapters", "bad"]);
+    assert_ne!(refused.code, 0);
+    assert!(
+        refused.stderr.contains("bad/adapters.safetensors")
+            && refused.stderr.contains("is not the card's"),
+        "{}",
+        refused.stderr
+    );
+    assert!(!env.path("refit2/heads.safetensors").exists());
+
+    // --adapters fits heads on a fine-tuned encoder: with --frozen or
+    // --resume it is a usage error.
+    for other in ["--frozen", "--resume"] {
+        let r = train(&env, "x", &["--adapters", "out", other]);
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        assert!(r.stderr.contains("--adapters"), "{}", r.stderr);
+    }
+}

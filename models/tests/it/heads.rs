@@ -128,6 +128,14 @@ fn heads_learn_separable_data_reproducibly_and_round_trip() {
         intensity: lin,
         person: Some(person),
         sensitive: Some(sensitive),
+        sensitive_lexical: Some(
+            tomlite_models::lexical::Lexical::train(
+                &["chemo starts on the 4th", "booked the tennis court"],
+                &[true, false],
+                &tomlite_models::lexical::LexicalOptions::default(),
+            )
+            .unwrap(),
+        ),
         card,
     };
     heads.affect.temperature = 1.7;
@@ -156,6 +164,8 @@ fn heads_learn_separable_data_reproducibly_and_round_trip() {
             .probabilities(&xt)
             .unwrap()
     );
+    // The lexical model comes back whole (and is no head of the card).
+    assert_eq!(back.sensitive_lexical, heads.sensitive_lexical);
     assert_eq!(back.card.heads.len(), 5);
     assert_eq!(back.card.heads[4].spec.name, "sensitive");
     // Without a person head the sensitive one still comes back by name.
@@ -165,6 +175,16 @@ fn heads_learn_separable_data_reproducibly_and_round_trip() {
     heads.save(other.path()).unwrap();
     let back2 = Heads::load(other.path()).unwrap();
     assert!(back2.person.is_none());
+    // Heads saved without a lexical model load without one.
+    heads.sensitive_lexical = None;
+    let third = tempfile::tempdir().unwrap();
+    heads.save(third.path()).unwrap();
+    assert!(
+        Heads::load(third.path())
+            .unwrap()
+            .sensitive_lexical
+            .is_none()
+    );
     assert_eq!(back2.sensitive.as_ref().unwrap().temperature, 0.8);
     assert_eq!(
         back.affect.probabilities(&xt).unwrap(),

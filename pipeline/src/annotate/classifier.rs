@@ -183,6 +183,9 @@ pub struct Scores {
     pub sensitive: Vec<f32>,
     /// Per sentence: P(sensitive) from the same head on its vector.
     pub sentence_sensitive: Vec<f32>,
+    /// The lexical sensitive model's P of the whole text, then of each
+    /// sentence; empty without one.
+    pub sensitive_lexical: Vec<f32>,
 }
 
 /// A text's identity in the score cache: the first 16 bytes of its sha256.
@@ -245,11 +248,12 @@ pub const MEMORY_LINK_KINDS: [&str; 2] = ["unresolved_thread", "goal"];
 /// A sentence's byte span and its P(sensitive).
 type SentenceP = ((usize, usize), f64);
 
-/// The sensitive head's view of a record's scores: its distribution
-/// (`none` first; empty without a head) and every sentence with its
-/// P(sensitive) (0 where there is no head: the rules still quote the
-/// sentence that holds their finding).
-fn sensitive_inputs(s: &Scores) -> (Vec<f64>, Vec<SentenceP>) {
+/// The sensitive detector's view of a record's scores: the head's
+/// distribution (`none` first; empty without a head), every sentence with
+/// its P(sensitive) (0 where there is no head: the rules still quote the
+/// sentence that holds their finding), and the lexical model's P of the
+/// text and of each sentence (empty without one).
+fn sensitive_inputs(s: &Scores) -> (Vec<f64>, Vec<SentenceP>, Vec<f64>) {
     let record = s.sensitive.iter().map(|&p| f64::from(p)).collect();
     let sentences = s
         .sentences
@@ -260,7 +264,8 @@ fn sensitive_inputs(s: &Scores) -> (Vec<f64>, Vec<SentenceP>) {
             (span, f64::from(p))
         })
         .collect();
-    (record, sentences)
+    let lexical = s.sensitive_lexical.iter().map(|&p| f64::from(p)).collect();
+    (record, sentences, lexical)
 }
 
 /// `adapters <sha256>`, or `no adapters`.
@@ -413,11 +418,12 @@ impl Classifier {
     /// detector is on ([`crate::annotate::sensitive::detect`]).
     pub fn detect_sensitive(&self, text: &str, s: &Scores) -> Option<Sensitive> {
         let threshold = self.sensitive_threshold?;
-        let (record, sentences) = sensitive_inputs(s);
+        let (record, sentences, lexical) = sensitive_inputs(s);
         crate::annotate::sensitive::detect(
             text,
             (!record.is_empty()).then_some(record.as_slice()),
             &sentences,
+            &lexical,
             &self.rules,
             threshold,
         )
@@ -430,11 +436,11 @@ impl Classifier {
         if !self.rules.find(text).is_empty() {
             return 1.0;
         }
-        let (record, sentences) = sensitive_inputs(s);
+        let (record, sentences, lexical) = sensitive_inputs(s);
         if record.is_empty() {
             return 0.0;
         }
-        crate::annotate::sensitive::head_probability(&record, &sentences)
+        crate::annotate::sensitive::head_probability(&record, &sentences, &lexical)
     }
 
     /// The detection threshold, `None` when the detector is off.
@@ -816,6 +822,16 @@ impl Classifier {
                 rows.iter()
                     .map(|&r| pass.sentences.sensitive.get(r).copied().unwrap_or(0.0))
                     .collect()
+            },
+            sensitive_lexical: match &self.heads.sensitive_lexical {
+                Some(m) if !sensitive.is_empty() => {
+                    let text = batch.texts[distinct];
+                    std::iter::once(text)
+                        .chain(text_sentences.iter().map(|&(a, b)| &text[a..b]))
+                        .map(|t| m.probability(t) as f32)
+                        .collect()
+                }
+                _ => Vec::new(),
             },
             sensitive: sensitive.clone(),
         }

@@ -198,6 +198,12 @@ pub struct TrainArgs {
     /// committed heads come from this path).
     #[arg(long)]
     pub frozen: bool,
+    /// Fit the heads on the encoder with an earlier run's adapters (a
+    /// folder with adapters.safetensors and adapters.json, e.g.
+    /// models/artifacts/adapters), copied into --out, without fine-tuning
+    /// again: minutes instead of an hour (new labeled data, --curated).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["frozen", "resume"])]
+    pub adapters: Option<PathBuf>,
     /// Fine-tuning passes over the examples (default 4). With --frozen:
     /// passes of the heads (default 30; the tom_kind and intensity heads
     /// get twice as many, the affect MLP a quarter).

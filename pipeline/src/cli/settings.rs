@@ -445,13 +445,15 @@ pub fn train_config(args: TrainArgs) -> Result<TrainConfig, Failure> {
     } else {
         args.sensitivity
     };
-    let finetune = (!args.frozen).then(|| FineTuneConfig {
+    let refit = args.adapters.is_some();
+    let finetune = (!args.frozen && !refit).then(|| FineTuneConfig {
         epochs: args.epochs.unwrap_or(FineTuneConfig::default().epochs),
         seed: args.seed,
         goemotions: args.goemotions_per_epoch,
         resume: args.resume,
         ..Default::default()
     });
+    // A refit writes the adapters and heads where a fine-tuning run does.
     let default_out = if args.frozen {
         DEFAULT_HEADS_DIR
     } else {
@@ -467,7 +469,7 @@ pub fn train_config(args: TrainArgs) -> Result<TrainConfig, Failure> {
         goemotions_train: args.goemotions.join("train.tsv"),
         goemotions_dev: args.goemotions.join("dev.tsv"),
         options: tomlite_models::heads::TrainOptions {
-            epochs: if args.frozen {
+            epochs: if args.frozen || refit {
                 args.epochs.unwrap_or(30)
             } else {
                 30
@@ -483,6 +485,7 @@ pub fn train_config(args: TrainArgs) -> Result<TrainConfig, Failure> {
         curated: args.curated,
         cache: train_cache(args.cache),
         finetune,
+        adapters_from: args.adapters,
     })
 }
 

@@ -47,6 +47,15 @@ pub enum LearnError {
         #[source]
         source: std::io::Error,
     },
+    /// The adapters cannot be copied into the output folder.
+    #[error("cannot write {}", path.display())]
+    Write {
+        /// The file or folder.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
     /// A data file cannot be hashed.
     #[error("cannot read {}", path.display())]
     Io {

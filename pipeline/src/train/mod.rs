@@ -73,6 +73,19 @@ pub struct TrainConfig {
     pub curated: Option<PathBuf>,
     /// Fine-tune the encoder first (`None`: frozen encoder).
     pub finetune: Option<FineTuneConfig>,
+    /// Fit the heads on the encoder with an earlier run's adapters (the
+    /// folder of its `adapters.safetensors` and `adapters.json`), copied
+    /// into the heads folder, without fine-tuning again.
+    pub adapters_from: Option<PathBuf>,
+}
+
+impl TrainConfig {
+    /// Whether the heads read a fine-tuned encoder (fine-tuned now or with
+    /// an earlier run's adapters): then only the calibration records it
+    /// never saw are honest for temperatures and calibration.
+    pub fn tunes_encoder(&self) -> bool {
+        self.finetune.is_some() || self.adapters_from.is_some()
+    }
 }
 
 /// How `tomlite train` fine-tunes the encoder.
@@ -674,6 +687,7 @@ pub fn train_with_steps(
         affect,
         intensity,
         person: Some(edge_model.person),
+        sensitive_lexical: sensitive.as_ref().map(|t| t.lexical.clone()),
         sensitive: sensitive.map(|t| t.head),
         card,
     };
@@ -840,6 +854,9 @@ fn finetune_or_clear(
         };
         return finetune(cfg, ft, &inputs, progress, steps).map(Some);
     }
+    if let Some(from) = &cfg.adapters_from {
+        return reuse_adapters(from, &cfg.heads_dir, progress).map(Some);
+    }
     // Adapters left in the folder by a fine-tuning run belong to other
     // heads than the ones written here: the classifier would refuse the
     // pair.
@@ -860,6 +877,55 @@ fn finetune_or_clear(
         }
     }
     Ok(None)
+}
+
+/// Copies an earlier run's adapters and their card into `heads_dir` (after
+/// checking the file's hash against the card), so that the heads fitted
+/// next belong to them; the card's run summary goes into the heads' card.
+fn reuse_adapters(
+    from: &Path,
+    heads_dir: &Path,
+    progress: &mut dyn FnMut(&str),
+) -> Result<FineTunedInfo, LearnError> {
+    let (_, card) = tomlite_models::finetune::FineTuned::load(from)?;
+    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if !same(from, heads_dir) {
+        std::fs::create_dir_all(heads_dir).map_err(|source| LearnError::Write {
+            path: heads_dir.to_path_buf(),
+            source,
+        })?;
+        for f in [
+            tomlite_models::finetune::ADAPTERS_FILE,
+            tomlite_models::finetune::ADAPTERS_CARD_FILE,
+        ] {
+            let (src, dst) = (from.join(f), heads_dir.join(f));
+            std::fs::copy(&src, &dst).map_err(|source| LearnError::Write {
+                path: dst.clone(),
+                source,
+            })?;
+        }
+    }
+    progress(&format!(
+        "fitting the heads on the encoder with the adapters of {} (sha256 {}, {} epochs, seed {}); no fine-tuning",
+        from.display(),
+        &card.adapters_sha256[..12.min(card.adapters_sha256.len())],
+        card.epochs,
+        card.seed
+    ));
+    Ok(FineTunedInfo {
+        summary: json!({
+            "adapters_sha256": card.adapters_sha256,
+            "seed": card.seed,
+            "epochs": card.epochs,
+            "lora": card.lora,
+            "figures": card.figures,
+            "heads_refitted_from": from.display().to_string(),
+        }),
+        sha256: card.adapters_sha256,
+    })
 }
 
 /// The embeddings the heads are trained, calibrated and measured on.
@@ -1063,7 +1129,7 @@ fn honest_rows(cfg: &TrainConfig, data: &TrainingData) -> Vec<bool> {
     (0..group.len())
         .map(|i| {
             let first_of_record = i == 0 || group[i] != group[i - 1];
-            let unseen = cfg.finetune.is_none() || is_calibration(&data.train_records[group[i]].id);
+            let unseen = !cfg.tunes_encoder() || is_calibration(&data.train_records[group[i]].id);
             first_of_record && unseen
         })
         .collect()
@@ -1196,7 +1262,7 @@ fn train_sensitive_head(
         // After fine-tuning, only the records the encoder did not see
         // give honest out-of-bag scores for the temperature.
         &|r: &tomlite_models::data::SensitivityRecord| {
-            cfg.finetune.is_none() || is_calibration(&r.id)
+            !cfg.tunes_encoder() || is_calibration(&r.id)
         },
         &cfg.sensitivity_files
             .iter()

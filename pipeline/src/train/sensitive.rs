@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 use tomlite_models::data::{SensitivityRecord, read_sensitivity};
 use tomlite_models::heads::{Head, HeadSpec, Targets, TrainOptions};
+use tomlite_models::lexical::{Lexical, LexicalOptions};
 use tomlite_models::metrics::{ece, fit_temperature_softmax, softmax_t};
 use tomlite_models::{Encoder, Rows};
 
@@ -16,9 +17,11 @@ use crate::train::error::LearnError;
 use crate::vocab::SENSITIVE_CATEGORIES;
 
 /// Styles of `data/sensitivity` held out of training, for the dev split:
-/// memories told in the third person and long journals with the line
-/// buried mid-text.
-pub const SENSITIVE_HELD_OUT_STYLES: [&str; 2] = ["third_person_memory", "rambling_journal"];
+/// memories told in the third person, long journals with the line buried
+/// mid-text, and transcribed voice memos (run-on, fillers, little
+/// punctuation).
+pub const SENSITIVE_HELD_OUT_STYLES: [&str; 3] =
+    ["third_person_memory", "rambling_journal", "voice_memo"];
 
 /// Whether a sensitivity record belongs to the dev split.
 pub fn is_held_out(r: &SensitivityRecord) -> bool {
@@ -78,6 +81,8 @@ fn label_of(r: &SensitivityRecord, path: &str) -> Result<usize, LearnError> {
 pub struct Trained {
     /// The head, its temperature fitted out of bag.
     pub head: Head,
+    /// The lexical model the detector averages with the head.
+    pub lexical: Lexical,
     /// Figures for the card: out-of-bag and dev.
     pub metrics: Value,
 }
@@ -107,7 +112,13 @@ pub fn train_head(
         labels,
         group,
         is_record,
+        lexical: (lexical_texts, lexical_labels),
     } = training_rows(encoder, &train, negatives, source)?;
+    let lexical = Lexical::train(
+        &lexical_texts.iter().map(String::as_str).collect::<Vec<_>>(),
+        &lexical_labels,
+        &LexicalOptions::default(),
+    )?;
     let spec = HeadSpec {
         name: "sensitive".into(),
         labels: self::labels(),
@@ -139,6 +150,7 @@ pub fn train_head(
     // The dev styles, scored by the record vector alone (the detector's
     // full figures, rules included, come from `tomlite eval`).
     let dev_figures = dev_figures(encoder, &head, &dev, source)?;
+    let dev_lexical = dev_lexical_figures(&lexical, &dev, source)?;
     progress(&format!(
         "sensitive head: {} training records and {} ordinary memories ({} rows), temperature {:.3}; out of bag at P >= {DEFAULT_THRESHOLD}: recall {}, controls flagged {}; dev styles ({}): recall {}, controls flagged {}",
         train.len(),
@@ -151,8 +163,17 @@ pub fn train_head(
         dev_figures["recall"],
         dev_figures["control_false_positive_rate"],
     ));
+    progress(&format!(
+        "sensitive lexical model: {} examples, {} terms; dev styles, record or surest sentence: recall {}, controls flagged {}",
+        lexical_texts.len(),
+        lexical.terms(),
+        dev_lexical["recall"],
+        dev_lexical["control_false_positive_rate"],
+    ));
+    let terms = lexical.terms();
     Ok(Some(Trained {
         head,
+        lexical,
         metrics: json!({
             "training_records": train.len(),
             "ordinary_memories_as_negatives": negatives.len(),
@@ -160,6 +181,9 @@ pub fn train_head(
             "threshold": DEFAULT_THRESHOLD,
             "out_of_bag": oob_figures,
             "dev_record_vector_only": dev_figures,
+            "lexical_examples": lexical_texts.len(),
+            "lexical_terms": terms,
+            "dev_lexical_only": dev_lexical,
         }),
     }))
 }
@@ -171,12 +195,20 @@ struct TrainingRows {
     labels: Vec<usize>,
     group: Vec<usize>,
     is_record: Vec<bool>,
+    /// The lexical model's examples: every record, sentence, gold line and
+    /// ordinary memory as text (a sentence past the encoder's window too),
+    /// and whether it is sensitive.
+    lexical: (Vec<String>, Vec<bool>),
 }
 
-/// Each training record's vector, and for a sensitive record its quote's
-/// in-context vector, then the weak negatives: ordinary memories
-/// ([`may_be_sensitive`] filtered), each its own group, never used for
-/// the temperature.
+/// Each training record's vector; each of its sentences' in-context
+/// vectors, labeled with the record's category when the sentence overlaps
+/// the gold line and `none` otherwise (the classifier reads P(sensitive)
+/// off the surest sentence, so the head must learn which line carries
+/// it, not which records do); a sensitive record's gold line as a span of
+/// its own; then the weak negatives, ordinary memories
+/// ([`may_be_sensitive`] filtered) and their sentences, each memory its
+/// own group, never used for the temperature.
 fn training_rows(
     encoder: &Encoder,
     train: &[&SensitivityRecord],
@@ -184,45 +216,86 @@ fn training_rows(
     source: &str,
 ) -> Result<TrainingRows, LearnError> {
     let texts: Vec<&str> = train.iter().map(|r| r.text.as_str()).collect();
-    let spans: Vec<Vec<(usize, usize)>> = train
+    let mut labeled_spans: Vec<Vec<((usize, usize), usize)>> = Vec::with_capacity(train.len());
+    for r in train {
+        let l = label_of(r, source)?;
+        let gold = r
+            .sensitivity
+            .quote
+            .as_deref()
+            .filter(|_| l > 0)
+            .and_then(|q| r.text.find(q).map(|s| (s, s + q.len())));
+        let mut spans: Vec<((usize, usize), usize)> = crate::segment::sentences(&r.text)
+            .into_iter()
+            .map(|(s, e)| {
+                let on_gold = gold.is_some_and(|(gs, ge)| s < ge && gs < e);
+                ((s, e), if on_gold { l } else { 0 })
+            })
+            .collect();
+        if let Some(g) = gold
+            && !spans.iter().any(|&(span, _)| span == g)
+        {
+            spans.push((g, l));
+        }
+        labeled_spans.push(spans);
+    }
+    let spans: Vec<Vec<(usize, usize)>> = labeled_spans
         .iter()
-        .map(|r| {
-            let q = r
-                .sensitivity
-                .quote
-                .as_deref()
-                .filter(|_| r.sensitivity.sensitive);
-            q.and_then(|q| r.text.find(q).map(|s| vec![(s, s + q.len())]))
-                .unwrap_or_default()
-        })
+        .map(|v| v.iter().map(|&(span, _)| span).collect())
         .collect();
     let encoded = encoder.encode_with_spans(&texts, &spans)?;
     let (mut rows, mut labels, mut group, mut is_record) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for (g, r) in train.iter().enumerate() {
-        let l = label_of(r, source)?;
-        rows.extend_from_slice(&encoded.embeddings[g]);
-        labels.push(l);
-        group.push(g);
-        is_record.push(true);
-        for v in encoded.spans[g].iter().flatten() {
-            rows.extend_from_slice(v);
-            labels.push(l);
-            group.push(g);
-            is_record.push(false);
+    let (mut lexical_texts, mut lexical_labels) = (Vec::new(), Vec::new());
+    for (r, spans) in train.iter().zip(&labeled_spans) {
+        lexical_texts.push(r.text.clone());
+        lexical_labels.push(label_of(r, source)? > 0);
+        for &((s, e), l) in spans {
+            lexical_texts.push(r.text[s..e].to_string());
+            lexical_labels.push(l > 0);
         }
     }
-    for (k, v) in encoder.encode(negatives)?.embeddings.iter().enumerate() {
-        rows.extend_from_slice(v);
-        labels.push(0);
-        group.push(train.len() + k);
-        is_record.push(false);
+    for t in negatives {
+        lexical_texts.push(t.to_string());
+        lexical_labels.push(false);
+        for (s, e) in crate::segment::sentences(t) {
+            lexical_texts.push(t[s..e].to_string());
+            lexical_labels.push(false);
+        }
+    }
+    for (g, r) in train.iter().enumerate() {
+        rows.extend_from_slice(&encoded.embeddings[g]);
+        labels.push(label_of(r, source)?);
+        group.push(g);
+        is_record.push(true);
+        for (v, &(_, l)) in encoded.spans[g].iter().zip(&labeled_spans[g]) {
+            if let Some(v) = v {
+                rows.extend_from_slice(v);
+                labels.push(l);
+                group.push(g);
+                is_record.push(false);
+            }
+        }
+    }
+    let negative_spans: Vec<Vec<(usize, usize)>> = negatives
+        .iter()
+        .map(|t| crate::segment::sentences(t))
+        .collect();
+    let negative = encoder.encode_with_spans(negatives, &negative_spans)?;
+    for (k, v) in negative.embeddings.iter().enumerate() {
+        for v in std::iter::once(v).chain(negative.spans[k].iter().flatten()) {
+            rows.extend_from_slice(v);
+            labels.push(0);
+            group.push(train.len() + k);
+            is_record.push(false);
+        }
     }
     Ok(TrainingRows {
         x: Rows::new(rows, encoder.dim())?,
         labels,
         group,
         is_record,
+        lexical: (lexical_texts, lexical_labels),
     })
 }
 
@@ -244,6 +317,33 @@ fn dev_figures(
         .logits_rows(&x)?
         .iter()
         .map(|z| 1.0 - softmax_t(z, head.temperature)[0])
+        .collect();
+    let gold: Vec<usize> = dev
+        .iter()
+        .map(|r| label_of(r, source))
+        .collect::<Result<_, _>>()?;
+    Ok(figures(&p, &gold, DEFAULT_THRESHOLD))
+}
+
+/// The lexical model's figures on the dev styles, each record read as the
+/// detector reads it (the whole text or its surest sentence); `null`
+/// without dev records.
+fn dev_lexical_figures(
+    lexical: &Lexical,
+    dev: &[&SensitivityRecord],
+    source: &str,
+) -> Result<Value, LearnError> {
+    if dev.is_empty() {
+        return Ok(Value::Null);
+    }
+    let p: Vec<f64> = dev
+        .iter()
+        .map(|r| {
+            crate::segment::sentences(&r.text)
+                .into_iter()
+                .map(|(s, e)| lexical.probability(&r.text[s..e]))
+                .fold(lexical.probability(&r.text), f64::max)
+        })
         .collect();
     let gold: Vec<usize> = dev
         .iter()
