@@ -252,7 +252,7 @@ pub struct EvalArgs {
     /// Records labeled for sensitive content (data/sensitivity/*.jsonl):
     /// the detector's recall per category, false positives on the hard
     /// controls, ECE; with --dev only its held-out styles
-    /// (third_person_memory, rambling_journal).
+    /// (third_person_memory, rambling_journal, voice_memo).
     #[arg(long, num_args = 1..)]
     pub sensitivity: Vec<PathBuf>,
     /// Print JSON for machines.
