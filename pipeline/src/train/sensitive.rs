@@ -318,11 +318,21 @@ fn dev_figures(
         .iter()
         .map(|z| 1.0 - softmax_t(z, head.temperature)[0])
         .collect();
+    dev_figures_of(&p, dev, source)
+}
+
+/// [`figures`] of P(sensitive) `p` of the dev records at the default
+/// threshold.
+fn dev_figures_of(
+    p: &[f64],
+    dev: &[&SensitivityRecord],
+    source: &str,
+) -> Result<Value, LearnError> {
     let gold: Vec<usize> = dev
         .iter()
         .map(|r| label_of(r, source))
         .collect::<Result<_, _>>()?;
-    Ok(figures(&p, &gold, DEFAULT_THRESHOLD))
+    Ok(figures(p, &gold, DEFAULT_THRESHOLD))
 }
 
 /// The lexical model's figures on the dev styles, each record read as the
@@ -345,11 +355,7 @@ fn dev_lexical_figures(
                 .fold(lexical.probability(&r.text), f64::max)
         })
         .collect();
-    let gold: Vec<usize> = dev
-        .iter()
-        .map(|r| label_of(r, source))
-        .collect::<Result<_, _>>()?;
-    Ok(figures(&p, &gold, DEFAULT_THRESHOLD))
+    dev_figures_of(&p, dev, source)
 }
 
 /// Recall (overall and per category), false positives on the controls and
