@@ -507,8 +507,9 @@ pub struct EdgeCalibration {
     pub person_min: f64,
     /// P(memory link right) = σ(a + b·cosine): `[a, b]`.
     pub memory_cosine: [f64; 2],
-    /// A memory link is proposed when its cosine reaches this (where
-    /// `memory_cosine` gives 0.5).
+    /// A memory link is proposed when its cosine reaches this (chosen by
+    /// training: the lowest cosine whose training proposals are right
+    /// often enough).
     pub memory_min_cosine: f64,
     /// Combination for memory links.
     pub memory: [f64; 3],

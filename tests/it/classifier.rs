@@ -21,11 +21,14 @@ fn run_annotates_with_the_local_classifier_by_default() {
     let ran = env.run_sample(&[]).ok();
     assert!(ran.stdout.contains("41 in: 40 processed"), "{}", ran.stdout);
     let receipt = env.receipt();
+    // The default is the fine-tuned encoder (models/artifacts/adapters).
     assert!(
         receipt["annotator"]["id"]
             .as_str()
             .unwrap()
-            .starts_with("minilm-l6+heads@")
+            .starts_with("minilm-l6+lora+heads@"),
+        "{}",
+        receipt["annotator"]["id"]
     );
     assert!(receipt["annotator"]["stats"]["tokens"].as_u64().unwrap() > 0);
     let c = &receipt["counts"];
@@ -305,8 +308,8 @@ fn precision_is_selectable_and_int8_is_another_annotator() {
             assert!(a["affect"]["label"].is_string(), "{a}");
         }
     }
-    assert!(ids[0].starts_with("minilm-l6+heads@"), "{ids:?}");
-    assert!(ids[1].starts_with("minilm-l6-int8+heads@"), "{ids:?}");
+    assert!(ids[0].starts_with("minilm-l6+lora+heads@"), "{ids:?}");
+    assert!(ids[1].starts_with("minilm-l6-int8+lora+heads@"), "{ids:?}");
     let bad = env.cmd(
         "annotate",
         &[
@@ -350,9 +353,8 @@ fn the_classifier_detects_sensitive_content_without_a_flag() {
     ];
     let rows: Vec<Value> = texts.iter().map(|(id, t)| record(id, t)).collect();
     env.jsonl("records.jsonl", &rows);
-    // The fine-tuned adapters and heads with a sensitive head (the default
-    // frozen-encoder heads have none: there the rules alone detect).
-    let heads = repo().join("models/artifacts/lora-r16-sim-s17");
+    // The default model: the fine-tuned adapters and their heads, with
+    // the sensitive head and its lexical model.
     let out = bin()
         .current_dir(env.dir.path())
         .args([
@@ -361,8 +363,6 @@ fn the_classifier_detects_sensitive_content_without_a_flag() {
             "records.jsonl",
             "--out",
             "annotations.jsonl",
-            "--heads-dir",
-            heads.to_str().unwrap(),
         ])
         .output()
         .unwrap();

@@ -26,12 +26,45 @@ use tomlite_models::bagging::train_bagged;
 /// go to a person, so false ones cost the curator's time.
 pub const PERSON_PRECISION: f64 = 0.85;
 
-/// A memory link is proposed when its calibrated P(link right) reaches
-/// this. Whole-text embeddings separate follow-ups from look-alikes only
-/// weakly (out-of-bag, few links are right more than 4 times in 10), so
-/// proposals are for the curator: they quarantine below the policy's
-/// edge threshold, and this keeps out those that are mostly wrong.
-pub const MEMORY_LINK_MIN_P: f64 = 0.3;
+/// Memory links are proposed down to the lowest cosine at which the
+/// training proposals at or above it are right at least this often.
+/// Whole-text embeddings separate follow-ups from look-alikes only weakly
+/// (out-of-bag, even the surest ten are right 2–3 times in 10), so
+/// proposals are for the curator: they quarantine below the policy's edge
+/// threshold, and this keeps out the bulk of those that are wrong. A
+/// precision over the ranked queries, not a pointwise P(link right): a
+/// fine-tuned encoder spreads the cosines differently (its logistic fit
+/// never reached 0.3 and no link was proposed) while ranking about as
+/// well as the base encoder.
+pub const MEMORY_LINK_MIN_PRECISION: f64 = 0.25;
+
+/// The fewest training proposals [`MEMORY_LINK_MIN_PRECISION`] is read
+/// over: the top one or two alone say little.
+pub const MEMORY_LINK_MIN_PROPOSALS: usize = 10;
+
+/// The lowest cosine at which the queries at or above it (at least
+/// [`MEMORY_LINK_MIN_PROPOSALS`]) are right at least
+/// [`MEMORY_LINK_MIN_PRECISION`] of the time; 1 (never propose) when no
+/// such cosine exists.
+pub fn ranked_min_cosine(queries: &[(f64, bool)]) -> f64 {
+    let mut ranked: Vec<(f64, bool)> = queries.to_vec();
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let mut right = 0usize;
+    let mut min_cosine = 1.0;
+    for (k, &(cosine, is_right)) in ranked.iter().enumerate() {
+        right += usize::from(is_right);
+        let n = k + 1;
+        // A cut between tied cosines would propose both anyway.
+        let at_tie = ranked.get(n).is_some_and(|next| next.0 == cosine);
+        if n >= MEMORY_LINK_MIN_PROPOSALS
+            && !at_tie
+            && right as f64 >= MEMORY_LINK_MIN_PRECISION * n as f64
+        {
+            min_cosine = cosine;
+        }
+    }
+    min_cosine.clamp(0.0, 1.0)
+}
 
 /// Ridge of the edge regressions: a registry case class can be all wrong
 /// (separable), and the fit must stay finite.
@@ -587,14 +620,12 @@ fn memory_links(t: &EdgeTraining<'_>, progress: &mut dyn FnMut(&str)) -> MemoryL
         1e-4,
     );
     let cosine = [w[0], w[1]];
-    // Where P(link right) reaches MEMORY_LINK_MIN_P.
-    let has_both = queries.iter().any(|q| q.link_right) && queries.iter().any(|q| !q.link_right);
-    let min_cosine = if has_both && w[1] > 0.0 {
-        ((logit(MEMORY_LINK_MIN_P) - w[0]) / w[1]).clamp(0.0, 1.0)
-    } else {
-        // Nothing to learn from: never propose.
-        1.0
-    };
+    let min_cosine = ranked_min_cosine(
+        &queries
+            .iter()
+            .map(|q| (q.cosine, q.link_right))
+            .collect::<Vec<_>>(),
+    );
     let combined = fit_logistic_ridge(
         &queries
             .iter()
@@ -750,4 +781,35 @@ fn oob_tags(z: &[f32], temperature: f64, cal: &TagCalibration) -> Vec<(usize, f6
 pub fn same_name(found: &str, gold: &str) -> bool {
     let (a, b) = (fold(found), fold(gold));
     a == b || (a.len() >= 3 && b.contains(&a)) || (b.len() >= 3 && a.contains(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The threshold is the lowest cosine whose proposals at or above it
+    // (ten at least) are right a quarter of the time.
+    #[test]
+    fn the_memory_link_threshold_is_the_lowest_cosine_with_enough_right_above_it() {
+        // 0.99 .. 0.80 descending; right at ranks 1, 2, 5 and 12.
+        let q: Vec<(f64, bool)> = (0..20)
+            .map(|i| (0.99 - 0.01 * i as f64, [0, 1, 4, 11].contains(&i)))
+            .collect();
+        // Top 12: 4 right (0.33); top 16: 4 of 16 = 0.25; top 17: 0.235.
+        let t = ranked_min_cosine(&q);
+        assert!((t - 0.84).abs() < 1e-9, "{t}");
+        // Order does not matter.
+        let mut rev = q.clone();
+        rev.reverse();
+        assert_eq!(ranked_min_cosine(&rev), t);
+        // Fewer than ten queries, or too few right: never propose.
+        assert_eq!(ranked_min_cosine(&q[..9]), 1.0);
+        let wrong: Vec<(f64, bool)> = q.iter().map(|&(c, _)| (c, c > 0.985)).collect();
+        assert_eq!(ranked_min_cosine(&wrong), 1.0);
+        assert_eq!(ranked_min_cosine(&[]), 1.0);
+        // A cut is never placed between tied cosines.
+        let mut tied = q.clone();
+        tied[16].0 = tied[15].0;
+        assert!((ranked_min_cosine(&tied) - 0.85).abs() < 1e-9);
+    }
 }
