@@ -825,11 +825,14 @@ impl Classifier {
             },
             sensitive_lexical: match &self.heads.sensitive_lexical {
                 Some(m) if !sensitive.is_empty() => {
-                    let text = batch.texts[distinct];
-                    std::iter::once(text)
-                        .chain(text_sentences.iter().map(|&(a, b)| &text[a..b]))
-                        .map(|t| m.probability(t) as f32)
-                        .collect()
+                    crate::annotate::sensitive::lexical_probabilities(
+                        m,
+                        batch.texts[distinct],
+                        text_sentences,
+                    )
+                    .into_iter()
+                    .map(|p| p as f32)
+                    .collect()
                 }
                 _ => Vec::new(),
             },

@@ -27,6 +27,20 @@ pub const DEFAULT_THRESHOLD: f64 = 0.35;
 /// of what the rules find redoes the records annotated under the old ones.
 pub const RULES_VERSION: &str = "sensitive-rules-1";
 
+/// The lexical model's P(sensitive) of `text`, then of each of its
+/// `sentences` (byte spans): the `lexical` input of [`head_probability`]
+/// and [`detect`].
+pub fn lexical_probabilities(
+    model: &tomlite_models::lexical::Lexical,
+    text: &str,
+    sentences: &[(usize, usize)],
+) -> Vec<f64> {
+    std::iter::once(text)
+        .chain(sentences.iter().map(|&(s, e)| &text[s..e]))
+        .map(|t| model.probability(t))
+        .collect()
+}
+
 /// P(sensitive) as the detector reads a record. The head's: its own
 /// (1 − P(none) of `record`) or its surest sentence's, whichever is higher
 /// (one line of a long journal can carry it while the whole text dilutes

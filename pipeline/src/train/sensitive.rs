@@ -12,7 +12,7 @@ use tomlite_models::metrics::{ece, fit_temperature_softmax, softmax_t};
 use tomlite_models::{Encoder, Rows};
 
 use crate::annotate::classifier::Classifier;
-use crate::annotate::sensitive::{DEFAULT_THRESHOLD, labels, round4};
+use crate::annotate::sensitive::{DEFAULT_THRESHOLD, labels, lexical_probabilities, round4};
 use crate::train::error::LearnError;
 use crate::vocab::SENSITIVE_CATEGORIES;
 
@@ -217,8 +217,10 @@ fn training_rows(
 ) -> Result<TrainingRows, LearnError> {
     let texts: Vec<&str> = train.iter().map(|r| r.text.as_str()).collect();
     let mut labeled_spans: Vec<Vec<((usize, usize), usize)>> = Vec::with_capacity(train.len());
+    let mut record_labels: Vec<usize> = Vec::with_capacity(train.len());
     for r in train {
         let l = label_of(r, source)?;
+        record_labels.push(l);
         let gold = r
             .sensitivity
             .quote
@@ -247,25 +249,29 @@ fn training_rows(
     let (mut rows, mut labels, mut group, mut is_record) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut lexical_texts, mut lexical_labels) = (Vec::new(), Vec::new());
-    for (r, spans) in train.iter().zip(&labeled_spans) {
+    for ((r, spans), &l) in train.iter().zip(&labeled_spans).zip(&record_labels) {
         lexical_texts.push(r.text.clone());
-        lexical_labels.push(label_of(r, source)? > 0);
+        lexical_labels.push(l > 0);
         for &((s, e), l) in spans {
             lexical_texts.push(r.text[s..e].to_string());
             lexical_labels.push(l > 0);
         }
     }
-    for t in negatives {
+    let negative_spans: Vec<Vec<(usize, usize)>> = negatives
+        .iter()
+        .map(|t| crate::segment::sentences(t))
+        .collect();
+    for (t, spans) in negatives.iter().zip(&negative_spans) {
         lexical_texts.push(t.to_string());
         lexical_labels.push(false);
-        for (s, e) in crate::segment::sentences(t) {
+        for &(s, e) in spans {
             lexical_texts.push(t[s..e].to_string());
             lexical_labels.push(false);
         }
     }
-    for (g, r) in train.iter().enumerate() {
+    for (g, &l) in record_labels.iter().enumerate() {
         rows.extend_from_slice(&encoded.embeddings[g]);
-        labels.push(label_of(r, source)?);
+        labels.push(l);
         group.push(g);
         is_record.push(true);
         for (v, &(_, l)) in encoded.spans[g].iter().zip(&labeled_spans[g]) {
@@ -277,10 +283,6 @@ fn training_rows(
             }
         }
     }
-    let negative_spans: Vec<Vec<(usize, usize)>> = negatives
-        .iter()
-        .map(|t| crate::segment::sentences(t))
-        .collect();
     let negative = encoder.encode_with_spans(negatives, &negative_spans)?;
     for (k, v) in negative.embeddings.iter().enumerate() {
         for v in std::iter::once(v).chain(negative.spans[k].iter().flatten()) {
@@ -349,10 +351,10 @@ fn dev_lexical_figures(
     let p: Vec<f64> = dev
         .iter()
         .map(|r| {
-            crate::segment::sentences(&r.text)
+            let sentences = crate::segment::sentences(&r.text);
+            lexical_probabilities(lexical, &r.text, &sentences)
                 .into_iter()
-                .map(|(s, e)| lexical.probability(&r.text[s..e]))
-                .fold(lexical.probability(&r.text), f64::max)
+                .fold(0.0, f64::max)
         })
         .collect();
     dev_figures_of(&p, dev, source)
