@@ -153,6 +153,9 @@ pub enum Dense {
     F32(Tensor),
     /// The int8 layer.
     Int8(crate::quant::QuantLinear),
+    /// The f32 layer on the `amx` kernel path ([`crate::amx`]), with the
+    /// transposed weight kept for the other paths.
+    Amx(crate::amx::Bf16x3Linear, Tensor),
 }
 
 impl Dense {
@@ -164,12 +167,21 @@ impl Dense {
         })
     }
 
-    /// Runs an int8 product on kernel path `kernels` (f32 products run
-    /// in `gemm`, which chooses its own).
-    fn set_kernels(&mut self, kernels: crate::simd::Kernels) {
-        if let Self::Int8(layer) = self {
-            *layer = layer.clone().with_kernels(kernels);
-        }
+    /// Runs the product on kernel path `kernels`: int8 products on its
+    /// instructions; f32 products on the tile unit for `amx` and in `gemm`
+    /// (which chooses its own) otherwise.
+    fn set_kernels(&mut self, kernels: crate::simd::Kernels) -> Result<()> {
+        let amx = kernels.path() == crate::simd::Path::Amx;
+        *self = match std::mem::replace(self, Self::F32(Tensor::zeros(0, DType::F32, &Device::Cpu)?)) {
+            Self::Int8(layer) => Self::Int8(layer.with_kernels(kernels)),
+            Self::F32(weight_t) if amx => Self::Amx(
+                crate::amx::Bf16x3Linear::pack(&weight_t.t()?.contiguous()?, kernels)?,
+                weight_t,
+            ),
+            Self::Amx(_, weight_t) if !amx => Self::F32(weight_t),
+            same => same,
+        };
+        Ok(())
     }
 
     /// `(rows, in)` → `(rows, out)`.
@@ -177,6 +189,7 @@ impl Dense {
         match self {
             Self::F32(weight_t) => xs.matmul(weight_t),
             Self::Int8(layer) => layer.forward(xs),
+            Self::Amx(layer, _) => layer.forward(xs),
         }
     }
 }
@@ -491,15 +504,17 @@ impl BertModel {
         })
     }
 
-    /// Runs the int8 products of every layer on kernel path `kernels`
-    /// instead of the process's choice ([`crate::simd::selected`]).
-    pub fn set_kernels(&mut self, kernels: crate::simd::Kernels) {
+    /// Runs the products of every layer on kernel path `kernels` instead
+    /// of the process's choice ([`crate::simd::selected`]); on `amx` the
+    /// f32 weights are packed for the tile unit here.
+    pub fn set_kernels(&mut self, kernels: crate::simd::Kernels) -> Result<()> {
         for l in &mut self.layers {
-            l.attention.qkv.set_kernels(kernels);
-            l.attention_output.dense.set_kernels(kernels);
-            l.intermediate.dense.set_kernels(kernels);
-            l.output.dense.set_kernels(kernels);
+            l.attention.qkv.set_kernels(kernels)?;
+            l.attention_output.dense.set_kernels(kernels)?;
+            l.intermediate.dense.set_kernels(kernels)?;
+            l.output.dense.set_kernels(kernels)?;
         }
+        Ok(())
     }
 
     /// The device the weights live on.

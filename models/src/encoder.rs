@@ -175,7 +175,7 @@ impl Encoder {
         let vb = VarBuilder::from_tensors(base.weights, DType::F32, &Device::Cpu);
         let mut model = BertModel::load_with_precision(vb, &base.config, base.options.precision)
             .map_err(load_err)?;
-        model.set_kernels(kernels);
+        model.set_kernels(kernels).map_err(load_err)?;
         Ok(Self {
             model,
             kernels,

@@ -51,6 +51,7 @@ mod encoder;
 mod error;
 pub mod finetune;
 pub mod heads;
+pub mod amx;
 pub mod kernels;
 pub mod lexical;
 pub mod lora;

@@ -4,13 +4,14 @@
 //!
 //! # Paths
 //!
-//! | path | int8 product (i16 · i16 → i32) | needs |
-//! |---|---|---|
-//! | `avx512vnni` | `vpdpwssd` on zmm: 32 multiply-adds, accumulated, per instruction | AVX-512F, BW, VNNI |
-//! | `avx512` | `vpmaddwd` + `vpaddd` on zmm | AVX-512F, BW |
-//! | `avxvnni` | `vpdpwssd` on ymm (the VEX form) | AVX2, AVX-VNNI |
-//! | `avx2` | `vpmaddwd` + `vpaddd` on ymm | AVX2, FMA |
-//! | `portable` | plain Rust | nothing |
+//! | path | int8 product (i16 · i16 → i32) | f32 product | needs |
+//! |---|---|---|---|
+//! | `amx` | as `avx512vnni` | AMX tiles, bf16 × 3 ([`bf16x3_block`]) | AMX-TILE, AMX-BF16, the OS's permission, and `avx512vnni`'s |
+//! | `avx512vnni` | `vpdpwssd` on zmm: 32 multiply-adds, accumulated, per instruction | `gemm` | AVX-512F, BW, VNNI |
+//! | `avx512` | `vpmaddwd` + `vpaddd` on zmm | `gemm` | AVX-512F, BW |
+//! | `avxvnni` | `vpdpwssd` on ymm (the VEX form) | `gemm` | AVX2, AVX-VNNI |
+//! | `avx2` | `vpmaddwd` + `vpaddd` on ymm | `gemm` | AVX2, FMA |
+//! | `portable` | plain Rust | `gemm` | nothing |
 //!
 //! [`Kernels::detect`] takes the first path of the table the CPU has.
 //! `TOMLITE_KERNELS=<path>` forces one ([`selected`]); a name that is not a
@@ -18,8 +19,14 @@
 //! path computes the same integers (the products are exact in i32), so the
 //! int8 encoder's output does not depend on the path.
 //!
-//! The f32 matrix products are not chosen here: they run in `gemm`, which
-//! picks its own AVX-512F or FMA kernels at run time ([`f32_matmul_path`]).
+//! The f32 matrix products run in `gemm` (which picks its own kernels at
+//! run time, [`f32_matmul_path`]) on every path but `amx`. There they run
+//! on the AMX tile unit as three bf16 products (`x·w ≈ xₕ·wₕ + xₕ·wₗ +
+//! xₗ·wₕ`, each operand split into a bf16 head and a bf16 remainder,
+//! accumulated in f32): about 16 bits of each operand's mantissa, a
+//! relative error near 2⁻¹⁷ per product instead of f32's 2⁻²⁴, at two to
+//! three times `gemm`'s speed. Unlike the int8 products, these results
+//! differ (slightly) from the other paths'.
 //!
 //! # Safety
 //!
@@ -51,6 +58,8 @@ pub const NR: usize = 2;
 /// A kernel path, by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Path {
+    /// AMX tiles for the f32 products; AVX-512 VNNI for the int8 ones.
+    Amx,
     /// AVX-512 VNNI (`vpdpwssd` on zmm).
     Avx512Vnni,
     /// AVX-512BW (`vpmaddwd` on zmm).
@@ -64,7 +73,8 @@ pub enum Path {
 }
 
 /// Every path, best first.
-pub const PATHS: [Path; 5] = [
+pub const PATHS: [Path; 6] = [
+    Path::Amx,
     Path::Avx512Vnni,
     Path::Avx512,
     Path::AvxVnni,
@@ -76,6 +86,7 @@ impl Path {
     /// The name `TOMLITE_KERNELS` takes.
     pub fn name(self) -> &'static str {
         match self {
+            Path::Amx => "amx",
             Path::Avx512Vnni => "avx512vnni",
             Path::Avx512 => "avx512",
             Path::AvxVnni => "avxvnni",
@@ -93,6 +104,7 @@ impl Path {
     /// names them).
     pub fn features(self) -> &'static [&'static str] {
         match self {
+            Path::Amx => &["avx512f", "avx512bw", "avx512vnni", "amx-tile", "amx-bf16"],
             Path::Avx512Vnni => &["avx512f", "avx512bw", "avx512vnni"],
             Path::Avx512 => &["avx512f", "avx512bw"],
             Path::AvxVnni => &["avx2", "avxvnni"],
@@ -123,7 +135,70 @@ fn has_feature(feature: &str) -> bool {
         "avx512f" => std::arch::is_x86_feature_detected!("avx512f"),
         "avx512bw" => std::arch::is_x86_feature_detected!("avx512bw"),
         "avx512vnni" => std::arch::is_x86_feature_detected!("avx512vnni"),
+        "amx-tile" | "amx-bf16" => amx::available(),
         _ => false,
+    }
+}
+
+/// AMX: what the CPU says (`cpuid`) and whether the OS lets this process
+/// use the tile registers (Linux: `arch_prctl(ARCH_REQ_XCOMP_PERM)`).
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+mod amx {
+    use std::sync::OnceLock;
+
+    /// `cpuid` leaf 7, sub-leaf 0, EDX: AMX-BF16 (bit 22) and AMX-TILE
+    /// (bit 24).
+    const AMX_BF16_TILE: u32 = (1 << 22) | (1 << 24);
+
+    /// Whether the tile unit with bf16 products may be used by this
+    /// process; the permission is asked for once.
+    pub(super) fn available() -> bool {
+        static AVAILABLE: OnceLock<bool> = OnceLock::new();
+        *AVAILABLE.get_or_init(|| cpu_has_amx() && os_permits())
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn cpu_has_amx() -> bool {
+        use std::arch::x86_64::{__cpuid, __cpuid_count};
+        __cpuid(0).eax >= 7 && __cpuid_count(7, 0).edx & AMX_BF16_TILE == AMX_BF16_TILE
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    fn cpu_has_amx() -> bool {
+        false
+    }
+
+    /// Linux gives a process the tile registers' state only on request
+    /// (the state is 8 KiB per thread): `arch_prctl(ARCH_REQ_XCOMP_PERM,
+    /// XFEATURE_XTILEDATA)`. The permission is per process and lasts for
+    /// its life; a kernel that does not know the request answers with an
+    /// error, and then the path is unavailable.
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    fn os_permits() -> bool {
+        const SYS_ARCH_PRCTL: i64 = 158;
+        const ARCH_REQ_XCOMP_PERM: i64 = 0x1023;
+        const XFEATURE_XTILEDATA: i64 = 18;
+        let ret: i64;
+        // SAFETY: the system call takes two integers, touches no memory of
+        // this process and only extends what the process may do; `rcx` and
+        // `r11` are clobbered by `syscall` and declared so.
+        unsafe {
+            std::arch::asm!(
+                "syscall",
+                inlateout("rax") SYS_ARCH_PRCTL => ret,
+                in("rdi") ARCH_REQ_XCOMP_PERM,
+                in("rsi") XFEATURE_XTILEDATA,
+                lateout("rcx") _,
+                lateout("r11") _,
+                options(nostack),
+            );
+        }
+        ret == 0
+    }
+
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    fn os_permits() -> bool {
+        false
     }
 }
 
@@ -143,7 +218,7 @@ pub struct Kernels {
 pub enum KernelsError {
     /// `TOMLITE_KERNELS` is not the name of a path.
     #[error(
-        "{KERNELS_VAR}={value:?} is not a kernel path; expected one of avx512vnni, avx512, avxvnni, avx2, portable"
+        "{KERNELS_VAR}={value:?} is not a kernel path; expected one of amx, avx512vnni, avx512, avxvnni, avx2, portable"
     )]
     Unknown {
         /// The variable's value.
@@ -223,6 +298,15 @@ pub fn f32_matmul_path() -> &'static str {
     if has_feature("fma") { "fma" } else { "scalar" }
 }
 
+/// How kernel path `k` runs the f32 matrix products, for the start line.
+pub fn f32_products(k: Kernels) -> &'static str {
+    match k.path {
+        Path::Amx => "amx bf16x3",
+        _ if has_feature("fma") => "gemm fma",
+        _ => "gemm scalar",
+    }
+}
+
 /// Checks the operands of the int8 kernels: all of one length, a multiple
 /// of [`STEP`]. Panics otherwise (a caller's bug).
 fn check(a: &[&[i16]], b: &[&[i16]]) -> usize {
@@ -244,7 +328,7 @@ pub fn dot(k: Kernels, a: &[i16], b: &[i16]) -> i32 {
         #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
         // SAFETY: `k` exists only if the CPU has the path's features
         // (Kernels::detect/force); lengths were checked above.
-        Path::Avx512Vnni => unsafe { x86::dot_avx512vnni(a, b) },
+        Path::Amx | Path::Avx512Vnni => unsafe { x86::dot_avx512vnni(a, b) },
         #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
         // SAFETY: as above, for AVX-512F/BW.
         Path::Avx512 => unsafe { x86::dot_avx512(a, b) },
@@ -268,7 +352,7 @@ pub fn tile(k: Kernels, a: [&[i16]; MR], b: [&[i16]; NR]) -> [[i32; NR]; MR] {
         #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
         // SAFETY: `k` exists only if the CPU has the path's features
         // (Kernels::detect/force); lengths were checked above.
-        Path::Avx512Vnni => unsafe { x86::tile_avx512vnni(a, b) },
+        Path::Amx | Path::Avx512Vnni => unsafe { x86::tile_avx512vnni(a, b) },
         #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
         // SAFETY: as above, for AVX-512F/BW.
         Path::Avx512 => unsafe { x86::tile_avx512(a, b) },
@@ -296,13 +380,94 @@ pub fn quantize_row(k: Kernels, x: &[f32], inv: f32, q: &mut [i16]) {
         #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
         // SAFETY: `k` exists only if the CPU has AVX-512F (both AVX-512
         // paths need it); `q` and `x` have the same length.
-        Path::Avx512Vnni | Path::Avx512 => unsafe { x86::quantize_avx512(x, inv, q) },
+        Path::Amx | Path::Avx512Vnni | Path::Avx512 => unsafe { x86::quantize_avx512(x, inv, q) },
         #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
         // SAFETY: as above, for AVX2 (both ymm paths need it).
         Path::AvxVnni | Path::Avx2 => unsafe { x86::quantize_avx2(x, inv, q) },
         #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
         _ => portable_quantize(x, inv, q),
     }
+}
+
+/// Rows of an AMX block: two tiles of 16.
+pub const AMX_ROWS: usize = 32;
+
+/// The reduction length of one bf16 tile (16 rows of 64 bytes hold 32
+/// bf16 of each row of the left operand).
+pub const AMX_K: usize = 32;
+
+/// Output columns of an AMX block: two tiles of 16 f32.
+pub const AMX_COLS: usize = 32;
+
+/// bf16 values of one right-hand tile: 16 rows × 32 (pairs of `k` for 16
+/// columns, the layout `tdpbf16ps` reads).
+pub const AMX_TILE: usize = 16 * AMX_K;
+
+/// `x` rounded to bf16 (to nearest, ties to even; the values here are
+/// finite).
+fn bf16(x: f32) -> u16 {
+    let b = x.to_bits();
+    (b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16) as u16
+}
+
+/// Splits each value into a bf16 head and a bf16 remainder: `x ≈ hi + lo`
+/// to about 16 bits of mantissa. The loop is plain integer and float
+/// arithmetic, which the compiler vectorises. `hi` and `lo` as long as
+/// `x`.
+pub fn split_bf16(x: &[f32], hi: &mut [u16], lo: &mut [u16]) {
+    assert!(hi.len() == x.len() && lo.len() == x.len(), "split_bf16: lengths differ");
+    for ((&v, h), l) in x.iter().zip(hi.iter_mut()).zip(lo.iter_mut()) {
+        let head = bf16(v);
+        *h = head;
+        *l = bf16(v - f32::from_bits(u32::from(head) << 16));
+    }
+}
+
+/// One block of the f32 product on the `amx` path, as three bf16 products:
+/// `out[r][j] = Σᵢ aₕ[r][i]·bₕ[i][j] + aₕ[r][i]·bₗ[i][j] + aₗ[r][i]·bₕ[i][j]`
+/// for the block's [`AMX_ROWS`] rows and all `np` columns, accumulated in
+/// f32 (the `aₗ·bₗ` term, ≈ 2⁻¹⁸ of the product, is left out).
+///
+/// - `a_hi`, `a_lo`: `AMX_ROWS × kp`, row-major ([`split_bf16`] of the
+///   rows, zero-padded to `kp`).
+/// - `b_hi`, `b_lo`: `np / 16 × kp / 32` tiles of [`AMX_TILE`] values,
+///   column block by column block (see `amx::Bf16x3Linear`).
+/// - `out`: `AMX_ROWS × np`, row-major; overwritten.
+///
+/// `kp` a multiple of [`AMX_K`], `np` of [`AMX_COLS`]. Panics on another
+/// path or on wrong lengths (a caller's bug).
+#[allow(clippy::too_many_arguments)]
+pub fn bf16x3_block(
+    k: Kernels,
+    a_hi: &[u16],
+    a_lo: &[u16],
+    kp: usize,
+    b_hi: &[u16],
+    b_lo: &[u16],
+    np: usize,
+    out: &mut [f32],
+) {
+    assert_eq!(k.path, Path::Amx, "bf16x3_block runs on the amx path only");
+    assert!(
+        kp > 0
+            && kp.is_multiple_of(AMX_K)
+            && np.is_multiple_of(AMX_COLS)
+            && a_hi.len() == AMX_ROWS * kp
+            && a_lo.len() == AMX_ROWS * kp
+            && b_hi.len() == kp * np
+            && b_lo.len() == kp * np
+            && out.len() == AMX_ROWS * np,
+        "bf16x3_block: operand shapes do not match"
+    );
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `k` is on the amx path, which exists only if the CPU has
+    // AMX-TILE and AMX-BF16 and the OS granted the tile state
+    // (Kernels::detect/force); the lengths were checked above.
+    unsafe {
+        x86::bf16x3_block(a_hi, a_lo, kp, b_hi, b_lo, np, out)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    unreachable!("the amx path exists on x86_64 only")
 }
 
 fn portable_dot(a: &[i16], b: &[i16]) -> i32 {
@@ -532,6 +697,142 @@ mod x86 {
         hsum512,
         sum6_512
     );
+
+    /// The tile configuration: palette 1, tiles 0–7 each 16 rows of 64
+    /// bytes (`ldtilecfg`'s 64-byte layout: palette, start row, 14
+    /// reserved bytes, 16 column widths in bytes as u16, 16 row counts).
+    #[cfg(target_arch = "x86_64")]
+    #[repr(C, align(64))]
+    struct TileConfig([u8; 64]);
+
+    #[cfg(target_arch = "x86_64")]
+    const TILES: TileConfig = {
+        let mut c = [0u8; 64];
+        c[0] = 1;
+        let mut t = 0;
+        while t < 8 {
+            c[16 + 2 * t] = 64;
+            c[48 + t] = 16;
+            t += 1;
+        }
+        TileConfig(c)
+    };
+
+    /// [`super::bf16x3_block`] on the tile unit. Tiles 0–3 accumulate the
+    /// 32 × 32 output block (rows 0–15 and 16–31 × columns 0–15 and
+    /// 16–31), 4–5 hold the two row tiles of the left operand, 6–7 the two
+    /// column tiles of the right one. Per 32 of `k`: `aₗ·bₕ`, then `aₕ·bₕ`
+    /// (reusing `bₕ`), then `aₕ·bₗ` (reusing `aₕ`): 8 tile loads for 12
+    /// products.
+    ///
+    /// Callers must know that the CPU has AMX-TILE and AMX-BF16 and that
+    /// the OS granted the tile state, and must have checked the lengths as
+    /// `bf16x3_block` does.
+    #[cfg(target_arch = "x86_64")]
+    pub(super) unsafe fn bf16x3_block(
+        a_hi: &[u16],
+        a_lo: &[u16],
+        kp: usize,
+        b_hi: &[u16],
+        b_lo: &[u16],
+        np: usize,
+        out: &mut [f32],
+    ) {
+        use std::arch::asm;
+        let steps = kp / super::AMX_K;
+        let stride_a = kp * 2;
+        let stride_b = 64usize;
+        let stride_c = np * 4;
+        // A row tile: 16 rows of 32 bf16 from `kk`, `kp` apart. Slicing
+        // proves every byte `tileloadd` reads is inside the operand.
+        let a_tile = |a: &[u16], row: usize, kk: usize| {
+            a[row * kp + kk..(row + 15) * kp + kk + super::AMX_K].as_ptr()
+        };
+        let b_tile = |b: &[u16], col_block: usize, step: usize| {
+            let at = (col_block * steps + step) * super::AMX_TILE;
+            b[at..at + super::AMX_TILE].as_ptr()
+        };
+        // SAFETY: `TILES` is a valid palette-1 configuration; the caller
+        // vouches for the CPU and the OS.
+        unsafe { asm!("ldtilecfg [{0}]", in(reg) TILES.0.as_ptr(), options(nostack)) };
+        for jb in (0..np / 16).step_by(2) {
+            // SAFETY: tile instructions on the configured tiles only.
+            unsafe {
+                asm!(
+                    "tilezero tmm0",
+                    "tilezero tmm1",
+                    "tilezero tmm2",
+                    "tilezero tmm3",
+                    options(nostack, nomem)
+                )
+            };
+            for step in 0..steps {
+                let kk = step * super::AMX_K;
+                // SAFETY: each pointer starts a slice that covers the 16
+                // rows the load reads at its stride (the closures slice
+                // them); the tiles are configured.
+                unsafe {
+                    asm!(
+                        "tileloadd tmm4, [{al0} + {sa}*1]",
+                        "tileloadd tmm5, [{al1} + {sa}*1]",
+                        "tileloadd tmm6, [{bh0} + {sb}*1]",
+                        "tileloadd tmm7, [{bh1} + {sb}*1]",
+                        "tdpbf16ps tmm0, tmm4, tmm6",
+                        "tdpbf16ps tmm1, tmm4, tmm7",
+                        "tdpbf16ps tmm2, tmm5, tmm6",
+                        "tdpbf16ps tmm3, tmm5, tmm7",
+                        "tileloadd tmm4, [{ah0} + {sa}*1]",
+                        "tileloadd tmm5, [{ah1} + {sa}*1]",
+                        "tdpbf16ps tmm0, tmm4, tmm6",
+                        "tdpbf16ps tmm1, tmm4, tmm7",
+                        "tdpbf16ps tmm2, tmm5, tmm6",
+                        "tdpbf16ps tmm3, tmm5, tmm7",
+                        "tileloadd tmm6, [{bl0} + {sb}*1]",
+                        "tileloadd tmm7, [{bl1} + {sb}*1]",
+                        "tdpbf16ps tmm0, tmm4, tmm6",
+                        "tdpbf16ps tmm1, tmm4, tmm7",
+                        "tdpbf16ps tmm2, tmm5, tmm6",
+                        "tdpbf16ps tmm3, tmm5, tmm7",
+                        al0 = in(reg) a_tile(a_lo, 0, kk),
+                        al1 = in(reg) a_tile(a_lo, 16, kk),
+                        ah0 = in(reg) a_tile(a_hi, 0, kk),
+                        ah1 = in(reg) a_tile(a_hi, 16, kk),
+                        bh0 = in(reg) b_tile(b_hi, jb, step),
+                        bh1 = in(reg) b_tile(b_hi, jb + 1, step),
+                        bl0 = in(reg) b_tile(b_lo, jb, step),
+                        bl1 = in(reg) b_tile(b_lo, jb + 1, step),
+                        sa = in(reg) stride_a,
+                        sb = in(reg) stride_b,
+                        options(nostack, readonly)
+                    )
+                };
+            }
+            let mut c = |row: usize, col: usize| {
+                let at = row * np + col;
+                out[at..at + 15 * np + 16].as_mut_ptr()
+            };
+            let (c00, c01, c10, c11) = (c(0, jb * 16), c(0, jb * 16 + 16), c(16, jb * 16), c(16, jb * 16 + 16));
+            // SAFETY: each pointer starts a slice of `out` that covers the
+            // 16 rows of 16 f32 the store writes at its stride.
+            unsafe {
+                asm!(
+                    "tilestored [{c00} + {sc}*1], tmm0",
+                    "tilestored [{c01} + {sc}*1], tmm1",
+                    "tilestored [{c10} + {sc}*1], tmm2",
+                    "tilestored [{c11} + {sc}*1], tmm3",
+                    c00 = in(reg) c00,
+                    c01 = in(reg) c01,
+                    c10 = in(reg) c10,
+                    c11 = in(reg) c11,
+                    sc = in(reg) stride_c,
+                    options(nostack)
+                )
+            };
+        }
+        // SAFETY: releases this thread's tile state (the next block
+        // configures it again).
+        unsafe { asm!("tilerelease", options(nostack, nomem)) };
+    }
 
     /// Callers must know that the CPU has AVX2. `q` as long as `x`.
     #[target_feature(enable = "avx2")]

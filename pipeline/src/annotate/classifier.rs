@@ -466,12 +466,14 @@ impl Classifier {
     }
 
     /// The kernels of the encoder's matrix products, for summary lines:
-    /// `int8 avx512vnni` (the path chosen at load, [`tomlite_models::simd`])
-    /// or `f32 gemm fma` (gemm's own run-time choice).
+    /// `int8 avx512vnni` (the path chosen at load, [`tomlite_models::simd`]),
+    /// `f32 amx bf16x3` (the tile unit) or `f32 gemm fma` (gemm's own
+    /// run-time choice).
     pub fn kernels(&self) -> String {
+        let kernels = self.encoder.kernels();
         match self.encoder.options().precision {
-            Precision::Int8 => format!("int8 {}", self.encoder.kernels().path()),
-            Precision::F32 => format!("f32 gemm {}", tomlite_models::simd::f32_matmul_path()),
+            Precision::Int8 => format!("int8 {}", kernels.path()),
+            Precision::F32 => format!("f32 {}", tomlite_models::simd::f32_products(kernels)),
         }
     }
 
