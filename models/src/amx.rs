@@ -148,7 +148,16 @@ impl Bf16x3Linear {
             simd::split_bf16(x, &mut h[..k], &mut l[..k]);
         }
         if rows == AMX_ROWS && np == n {
-            simd::bf16x3_block(self.kernels, &s.a_hi, &s.a_lo, kp, &self.hi, &self.lo, np, out);
+            simd::bf16x3_block(
+                self.kernels,
+                &s.a_hi,
+                &s.a_lo,
+                kp,
+                &self.hi,
+                &self.lo,
+                np,
+                out,
+            );
             return;
         }
         s.out.resize(AMX_ROWS * np, 0.0);
@@ -288,10 +297,22 @@ mod tests {
         // (24, 37) transposed: a non-contiguous (37, 24) input.
         let xt = Tensor::from_vec(x, (24, 37), &dev).unwrap().t().unwrap();
         let got = layer.forward(&xt).unwrap().to_vec2::<f32>().unwrap();
-        let flat = xt.contiguous().unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let flat = xt
+            .contiguous()
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
         let want = layer.matmul(&flat);
         assert_eq!(got.concat(), want);
         let wrong = Tensor::zeros((3, 23), candle_core::DType::F32, &dev).unwrap();
-        assert!(layer.forward(&wrong).unwrap_err().to_string().contains("input width 23"));
+        assert!(
+            layer
+                .forward(&wrong)
+                .unwrap_err()
+                .to_string()
+                .contains("input width 23")
+        );
     }
 }

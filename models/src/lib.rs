@@ -44,6 +44,7 @@
 //! # }
 //! ```
 
+pub mod amx;
 pub mod bagging;
 pub mod bert;
 pub mod data;
@@ -51,7 +52,6 @@ mod encoder;
 mod error;
 pub mod finetune;
 pub mod heads;
-pub mod amx;
 pub mod kernels;
 pub mod lexical;
 pub mod lora;

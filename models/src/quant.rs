@@ -354,6 +354,11 @@ mod tests {
     }
 
     #[test]
+    fn int8_path_amx_is_bit_exact_to_portable_or_skipped() {
+        path_matches_portable(simd::Path::Amx);
+    }
+
+    #[test]
     fn int8_path_avx512vnni_is_bit_exact_to_portable_or_skipped() {
         path_matches_portable(simd::Path::Avx512Vnni);
     }

@@ -415,7 +415,10 @@ fn bf16(x: f32) -> u16 {
 /// arithmetic, which the compiler vectorises. `hi` and `lo` as long as
 /// `x`.
 pub fn split_bf16(x: &[f32], hi: &mut [u16], lo: &mut [u16]) {
-    assert!(hi.len() == x.len() && lo.len() == x.len(), "split_bf16: lengths differ");
+    assert!(
+        hi.len() == x.len() && lo.len() == x.len(),
+        "split_bf16: lengths differ"
+    );
     for ((&v, h), l) in x.iter().zip(hi.iter_mut()).zip(lo.iter_mut()) {
         let head = bf16(v);
         *h = head;
@@ -811,7 +814,12 @@ mod x86 {
                 let at = row * np + col;
                 out[at..at + 15 * np + 16].as_mut_ptr()
             };
-            let (c00, c01, c10, c11) = (c(0, jb * 16), c(0, jb * 16 + 16), c(16, jb * 16), c(16, jb * 16 + 16));
+            let (c00, c01, c10, c11) = (
+                c(0, jb * 16),
+                c(0, jb * 16 + 16),
+                c(16, jb * 16),
+                c(16, jb * 16 + 16),
+            );
             // SAFETY: each pointer starts a slice of `out` that covers the
             // 16 rows of 16 f32 the store writes at its stride.
             unsafe {

@@ -404,6 +404,100 @@ fn the_classifier_detects_sensitive_content_without_a_flag() {
     assert_eq!(ids, ["c1", "c2"]);
 }
 
+/// f32 on the `amx` path (the default where the CPU has AMX): the tile
+/// unit's bf16 × 3 products give the labels, tags, quotes and edges of
+/// `gemm`'s f32 products (`TOMLITE_KERNELS=avx2` runs f32 in gemm) with
+/// confidences within 1e-3, and the summary line says which ran. On a CPU
+/// without AMX, asking for the path is an error naming the variable and
+/// the missing feature, and the comparison is reported as skipped.
+#[test]
+fn f32_on_the_amx_path_annotates_as_gemm_does_or_is_skipped() {
+    model_present();
+    let env = Env::new();
+    let rows: Vec<Value> = [
+        ("a1", "Please keep answers short and put the code first."),
+        (
+            "a2",
+            "Honestly I was gutted when the trip got cancelled, but Sam cheered me up.",
+        ),
+        (
+            "a3",
+            "I think she assumes I already know about the deadline change.",
+        ),
+        ("a4", "Booked the dentist for Tuesday at 3."),
+    ]
+    .iter()
+    .map(|(id, t)| record(id, t))
+    .collect();
+    env.jsonl("records.jsonl", &rows);
+    let annotate = |kernels: &str, out: &str| {
+        bin()
+            .current_dir(env.dir.path())
+            .args(["annotate", "--input", "records.jsonl", "--out", out])
+            .env("TOMLITE_KERNELS", kernels)
+            .output()
+            .unwrap()
+    };
+    let amx = annotate("amx", "amx.jsonl");
+    let stderr = String::from_utf8_lossy(&amx.stderr);
+    if !amx.status.success() {
+        assert_eq!(amx.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("TOMLITE_KERNELS=amx: this CPU lacks"),
+            "{stderr}"
+        );
+        eprintln!("skipped: f32 on the amx path (this CPU lacks AMX)");
+        return;
+    }
+    assert!(stderr.contains("; kernels f32 amx bf16x3"), "{stderr}");
+    let gemm = annotate("avx2", "gemm.jsonl");
+    let stderr = String::from_utf8_lossy(&gemm.stderr);
+    assert!(gemm.status.success(), "{stderr}");
+    assert!(stderr.contains("; kernels f32 gemm "), "{stderr}");
+    let read = |name: &str| -> Vec<Value> {
+        std::fs::read_to_string(env.path(name))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let (a, g) = (read("amx.jsonl"), read("gemm.jsonl"));
+    assert_eq!(a.len(), rows.len());
+    // Every number within 1e-3, every string and key equal.
+    fn close(a: &Value, b: &Value, at: &str) {
+        match (a, b) {
+            (Value::Number(x), Value::Number(y)) => {
+                let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+                assert!((x - y).abs() <= 1e-3, "{at}: {x} vs {y}");
+            }
+            (Value::Array(x), Value::Array(y)) => {
+                assert_eq!(x.len(), y.len(), "{at}: lengths differ");
+                for (i, (x, y)) in x.iter().zip(y).enumerate() {
+                    close(x, y, &format!("{at}[{i}]"));
+                }
+            }
+            (Value::Object(x), Value::Object(y)) => {
+                assert_eq!(
+                    x.keys().collect::<Vec<_>>(),
+                    y.keys().collect::<Vec<_>>(),
+                    "{at}: keys differ"
+                );
+                for (k, v) in x {
+                    close(v, &y[k], &format!("{at}.{k}"));
+                }
+            }
+            _ => assert_eq!(a, b, "{at}"),
+        }
+    }
+    for (a, g) in a.iter().zip(&g) {
+        close(a, g, a["record_id"].as_str().unwrap());
+    }
+    assert!(
+        a.iter().any(|r| !r["tags"].as_array().unwrap().is_empty()),
+        "no record was tagged: the comparison would be empty"
+    );
+}
+
 /// The int8 kernels are chosen at run time: `TOMLITE_KERNELS=portable`
 /// forces the portable path and gives byte-identical annotations, the
 /// summary line names the path that ran, and a name that is not a path is
