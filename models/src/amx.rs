@@ -140,12 +140,15 @@ impl Bf16x3Linear {
             buf.clear();
             buf.resize(AMX_ROWS * kp, 0);
         }
-        for ((x, h), l) in xs
-            .chunks_exact(k)
-            .zip(s.a_hi.chunks_exact_mut(kp))
-            .zip(s.a_lo.chunks_exact_mut(kp))
-        {
-            simd::split_bf16(x, &mut h[..k], &mut l[..k]);
+        // Row `r`'s values `32·step..` go to row `r % 16` of tile
+        // `(r / 16, step)` (the layout `simd::bf16x3_block` reads).
+        let steps = kp / AMX_K;
+        for (r, x) in xs.chunks_exact(k).enumerate() {
+            for (step, x) in x.chunks(AMX_K).enumerate() {
+                let at = ((r / 16) * steps + step) * AMX_TILE + (r % 16) * AMX_K;
+                let len = x.len();
+                simd::split_bf16(x, &mut s.a_hi[at..at + len], &mut s.a_lo[at..at + len]);
+            }
         }
         if rows == AMX_ROWS && np == n {
             simd::bf16x3_block(
@@ -314,5 +317,65 @@ mod tests {
                 .to_string()
                 .contains("input width 23")
         );
+    }
+
+    /// GFLOP/s of the encoder's four product shapes (640 rows) on the tile
+    /// unit against `gemm` in f32, same process, alternating: `cargo test
+    /// -p tomlite-models --lib --release amx_speed -- --ignored
+    /// --nocapture`. Also the kernel alone on one core (one block, no
+    /// split of the rows). A measurement, not a check.
+    #[test]
+    #[ignore]
+    fn amx_speed() {
+        let Some(kernels) = amx_or_skip("amx speed") else {
+            return;
+        };
+        let dev = candle_core::Device::Cpu;
+        let rows = 640;
+        for (name, k, n) in [
+            ("QKV", 384, 1152),
+            ("attention output", 384, 384),
+            ("FFN up", 384, 1536),
+            ("FFN down", 1536, 384),
+        ] {
+            let mut seed = 5;
+            let w: Vec<f32> = (0..n * k).map(|_| lcg(&mut seed)).collect();
+            let x: Vec<f32> = (0..rows * k).map(|_| lcg(&mut seed)).collect();
+            let layer = Bf16x3Linear::pack_slice(&w, n, k, kernels);
+            let wt = Tensor::from_vec(w, (n, k), &dev).unwrap().t().unwrap();
+            let xt = Tensor::from_vec(x.clone(), (rows, k), &dev).unwrap();
+            let flop = 2.0 * (rows * n * k) as f64;
+            let time = |f: &mut dyn FnMut()| {
+                f();
+                let t = std::time::Instant::now();
+                for _ in 0..20 {
+                    f();
+                }
+                flop / (t.elapsed().as_secs_f64() / 20.0) / 1e9
+            };
+            let (mut amx, mut gemm) = (Vec::new(), Vec::new());
+            for _ in 0..3 {
+                amx.push(time(&mut || drop(layer.matmul(&x))));
+                gemm.push(time(&mut || drop(xt.matmul(&wt).unwrap())));
+            }
+            let mut s = Scratch {
+                a_hi: Vec::new(),
+                a_lo: Vec::new(),
+                out: Vec::new(),
+            };
+            let mut out = vec![0f32; AMX_ROWS * n];
+            let one = time(&mut || {
+                for _ in 0..rows / AMX_ROWS {
+                    layer.block(&x[..AMX_ROWS * k], &mut out, &mut s);
+                }
+            });
+            let (mut amx2, mut gemm2) = (amx.clone(), gemm.clone());
+            amx2.sort_by(f64::total_cmp);
+            gemm2.sort_by(f64::total_cmp);
+            eprintln!(
+                "{name} ({rows} × {k} → {n}): amx {:.0} GFLOP/s, gemm {:.0} (medians of 3, 2 threads); amx on one core {one:.0}",
+                amx2[1], gemm2[1]
+            );
+        }
     }
 }

@@ -431,8 +431,11 @@ pub fn split_bf16(x: &[f32], hi: &mut [u16], lo: &mut [u16]) {
 /// for the block's [`AMX_ROWS`] rows and all `np` columns, accumulated in
 /// f32 (the `aₗ·bₗ` term, ≈ 2⁻¹⁸ of the product, is left out).
 ///
-/// - `a_hi`, `a_lo`: `AMX_ROWS × kp`, row-major ([`split_bf16`] of the
-///   rows, zero-padded to `kp`).
+/// - `a_hi`, `a_lo`: [`split_bf16`] of the block's rows, zero-padded to
+///   `AMX_ROWS × kp`, in tiles: for each 16 rows, for each 32 of `k`, one
+///   tile of 16 × 32 values (row-major, [`AMX_TILE`] values). Contiguous
+///   tiles load faster than 16 rows `kp` apart (measured: 310 against 270
+///   GFLOP/s on one core).
 /// - `b_hi`, `b_lo`: `np / 16 × kp / 32` tiles of [`AMX_TILE`] values,
 ///   column block by column block (see `amx::Bf16x3Linear`).
 /// - `out`: `AMX_ROWS × np`, row-major; overwritten.
@@ -743,13 +746,16 @@ mod x86 {
     ) {
         use std::arch::asm;
         let steps = kp / super::AMX_K;
-        let stride_a = kp * 2;
+        // Both operands are in contiguous tiles of 16 rows of 64 bytes.
+        let stride_a = 64usize;
         let stride_b = 64usize;
         let stride_c = np * 4;
-        // A row tile: 16 rows of 32 bf16 from `kk`, `kp` apart. Slicing
-        // proves every byte `tileloadd` reads is inside the operand.
-        let a_tile = |a: &[u16], row: usize, kk: usize| {
-            a[row * kp + kk..(row + 15) * kp + kk + super::AMX_K].as_ptr()
+        // The left operand's tile of rows `row..row + 16` and `k` from
+        // `32·step`. Slicing proves every byte `tileloadd` reads is inside
+        // the operand.
+        let a_tile = |a: &[u16], row: usize, step: usize| {
+            let at = ((row / 16) * steps + step) * super::AMX_TILE;
+            a[at..at + super::AMX_TILE].as_ptr()
         };
         let b_tile = |b: &[u16], col_block: usize, step: usize| {
             let at = (col_block * steps + step) * super::AMX_TILE;
@@ -770,7 +776,6 @@ mod x86 {
                 )
             };
             for step in 0..steps {
-                let kk = step * super::AMX_K;
                 // SAFETY: each pointer starts a slice that covers the 16
                 // rows the load reads at its stride (the closures slice
                 // them); the tiles are configured.
@@ -796,10 +801,10 @@ mod x86 {
                         "tdpbf16ps tmm1, tmm4, tmm7",
                         "tdpbf16ps tmm2, tmm5, tmm6",
                         "tdpbf16ps tmm3, tmm5, tmm7",
-                        al0 = in(reg) a_tile(a_lo, 0, kk),
-                        al1 = in(reg) a_tile(a_lo, 16, kk),
-                        ah0 = in(reg) a_tile(a_hi, 0, kk),
-                        ah1 = in(reg) a_tile(a_hi, 16, kk),
+                        al0 = in(reg) a_tile(a_lo, 0, step),
+                        al1 = in(reg) a_tile(a_lo, 16, step),
+                        ah0 = in(reg) a_tile(a_hi, 0, step),
+                        ah1 = in(reg) a_tile(a_hi, 16, step),
                         bh0 = in(reg) b_tile(b_hi, jb, step),
                         bh1 = in(reg) b_tile(b_hi, jb + 1, step),
                         bl0 = in(reg) b_tile(b_lo, jb, step),
