@@ -336,6 +336,8 @@ pub struct BertResidualOutput {
     /// `(3, hidden)`: the dense bias, the norm's weight and its bias.
     params: Tensor,
     eps: f32,
+    /// The path of the layer-norm kernel ([`crate::simd::wide`]).
+    kernels: crate::simd::Kernels,
 }
 
 impl BertResidualOutput {
@@ -352,6 +354,7 @@ impl BertResidualOutput {
             dense: Dense::new(dense.weight(), precision)?,
             params: Tensor::stack(&[bias_of(&dense)?, norm.weight, norm.bias], 0)?,
             eps: cfg.layer_norm_eps as f32,
+            kernels: crate::simd::Kernels::portable(),
         })
     }
 
@@ -377,7 +380,13 @@ impl BertResidualOutput {
         let xs = time(matmul, || self.dense.forward(xs))?;
         time(norm, || {
             // The product is a fresh tensor: normalise it where it lies.
-            crate::kernels::bias_residual_layer_norm_in_place(&xs, residual, &self.params, self.eps)
+            crate::kernels::bias_residual_layer_norm_in_place(
+                &xs,
+                residual,
+                &self.params,
+                self.eps,
+                self.kernels,
+            )
         })?;
         Ok(xs)
     }
@@ -388,6 +397,8 @@ impl BertResidualOutput {
 pub struct BertIntermediate {
     /// `hidden → intermediate`.
     dense: Dense,
+    /// The path of the f32 epilogue ([`crate::simd::wide`]).
+    kernels: crate::simd::Kernels,
     bias: Tensor,
     activation: Activation,
 }
@@ -398,6 +409,7 @@ impl BertIntermediate {
         let dense = linear(cfg.hidden_size, cfg.intermediate_size, vb.pp("dense"))?;
         Ok(Self {
             dense: Dense::new(dense.weight(), precision)?,
+            kernels: crate::simd::Kernels::portable(),
             bias: bias_of(&dense)?,
             activation: cfg.hidden_act,
         })
@@ -412,7 +424,7 @@ impl Module for BertIntermediate {
         time(Op::FfnGelu, || match self.activation {
             Activation::GeluErf => {
                 // The product is a fresh tensor: activate it where it lies.
-                crate::kernels::bias_gelu_in_place(&xs, &self.bias)?;
+                crate::kernels::bias_gelu_in_place(&xs, &self.bias, self.kernels)?;
                 Ok(xs.clone())
             }
             other => other.forward(&xs.broadcast_add(&self.bias)?),
@@ -505,15 +517,20 @@ impl BertModel {
         })
     }
 
-    /// Runs the products of every layer on kernel path `kernels` instead
-    /// of the process's choice ([`crate::simd::selected`]); on `amx` the
-    /// f32 weights are packed for the tile unit here.
+    /// Runs the products and the GELU and layer-norm epilogues of every
+    /// layer on kernel path `kernels` instead of the process's choice
+    /// ([`crate::simd::selected`]); on `amx` the f32 weights are packed for
+    /// the tile unit here. Until it is called, the layers run `gemm` and
+    /// the AVX2 epilogues.
     pub fn set_kernels(&mut self, kernels: crate::simd::Kernels) -> Result<()> {
         for l in &mut self.layers {
             l.attention.qkv.set_kernels(kernels)?;
             l.attention_output.dense.set_kernels(kernels)?;
+            l.attention_output.kernels = kernels;
             l.intermediate.dense.set_kernels(kernels)?;
+            l.intermediate.kernels = kernels;
             l.output.dense.set_kernels(kernels)?;
+            l.output.kernels = kernels;
         }
         Ok(())
     }

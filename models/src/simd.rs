@@ -307,6 +307,30 @@ pub fn f32_products(k: Kernels) -> &'static str {
     }
 }
 
+/// Whether kernel path `k` runs the f32 loops of [`crate::kernels`] on
+/// zmm registers ([`wide`]).
+pub fn is_wide(k: Kernels) -> bool {
+    matches!(k.path, Path::Amx | Path::Avx512Vnni | Path::Avx512)
+}
+
+/// Runs `f`, compiled with AVX-512F/BW enabled when path `k` has them
+/// ([`is_wide`]) and as the crate is compiled (AVX2) otherwise. `f` is
+/// inlined into a function with those features, so that the compiler
+/// vectorises its loops for zmm registers: the f32 epilogues (GELU, layer
+/// norm, attention) are plain Rust loops, and this is their one dispatch
+/// point. `f` should be marked `#[inline(always)]`.
+#[inline(always)]
+pub fn wide<R>(k: Kernels, f: impl FnOnce() -> R) -> R {
+    #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+    if is_wide(k) {
+        // SAFETY: `k` exists only if the CPU has its path's features
+        // (Kernels::detect/force), and every wide path needs AVX-512F and
+        // BW; VL is on every CPU with BW.
+        return unsafe { x86::with_avx512(f) };
+    }
+    f()
+}
+
 /// Checks the operands of the int8 kernels: all of one length, a multiple
 /// of [`STEP`]. Panics otherwise (a caller's bug).
 fn check(a: &[&[i16]], b: &[&[i16]]) -> usize {
@@ -845,6 +869,13 @@ mod x86 {
         // SAFETY: releases this thread's tile state (the next block
         // configures it again).
         unsafe { asm!("tilerelease", options(nostack, nomem)) };
+    }
+
+    /// Runs `f` inside a function compiled for AVX-512F/BW (see
+    /// [`super::wide`]). Callers must know that the CPU has them.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub(super) unsafe fn with_avx512<R>(f: impl FnOnce() -> R) -> R {
+        f()
     }
 
     /// Callers must know that the CPU has AVX2. `q` as long as `x`.
