@@ -29,12 +29,19 @@
 //! VNNI (`vpdpwssd` on zmm, 32 i16 pairs multiplied and accumulated per
 //! instruction), AVX-512BW (`vpmaddwd` + `vpaddd` on zmm), AVX-VNNI
 //! (`vpdpwssd` on ymm), AVX2 (`vpmaddwd` + `vpaddd` on ymm) or plain Rust.
+//! On the `amx` path the products run on the tile unit instead, in blocks
+//! of 16 rows: each i16 activation is split into a signed high byte and an
+//! unsigned low byte, the unit multiplies each by the int8 weights
+//! (`tdpbssd`, `tdpbusd`: 16,384 multiply-adds per instruction), and
+//! `256·high + low` is the same i32 as every other path's.
 //! The integer results are the same on every path.
 
-use crate::simd::{self, Kernels, MR, NR, STEP};
+use crate::simd::{self, AMX_I8_K, AMX_I8_ROWS, Kernels, MR, NR, STEP};
 use candle_core::backend::BackendStorage as _;
 use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
+use std::cell::RefCell;
+use std::sync::Arc;
 
 /// Output channels per block of the sweep.
 const BLOCK_N: usize = 24;
@@ -67,6 +74,54 @@ pub struct QuantLinear {
     levels: i32,
     /// The kernel path of the products.
     kernels: Kernels,
+    /// On the `amx` path: the weights in the tile unit's int8 layout
+    /// ([`simd::int8_amx_block`]), `k` padded to [`AMX_I8_K`] and `n` to
+    /// 32 with zeros.
+    amx: Option<Arc<AmxWeights>>,
+}
+
+/// The int8 weights laid out for [`simd::int8_amx_block`].
+#[derive(Debug)]
+struct AmxWeights {
+    /// `k` rounded up to [`AMX_I8_K`].
+    kp: usize,
+    /// `n` rounded up to 32.
+    np: usize,
+    /// `np / 16 × kp / 64` tiles of 1,024 bytes.
+    tiles: Vec<i8>,
+}
+
+impl AmxWeights {
+    /// From the `n × kp` weights of a layer (int8 values in i16 lanes).
+    fn pack(weights: &[i16], n: usize, kp_in: usize) -> Self {
+        let kp = kp_in.div_ceil(AMX_I8_K) * AMX_I8_K;
+        let np = n.div_ceil(32) * 32;
+        let steps = kp / AMX_I8_K;
+        let mut tiles = vec![0i8; kp * np];
+        for (j, row) in weights.chunks_exact(kp_in).enumerate() {
+            let (block, c) = (j / 16, j % 16);
+            for (i, &w) in row.iter().enumerate() {
+                let (step, r, q) = (i / AMX_I8_K, (i % AMX_I8_K) / 4, i % 4);
+                let at = (block * steps + step) * 16 * AMX_I8_K + r * 64 + c * 4 + q;
+                // The values are within ±127 (quantize's clamp).
+                tiles[at] = w as i8;
+            }
+        }
+        Self { kp, np, tiles }
+    }
+}
+
+/// Per-thread buffers of an int8 AMX block.
+#[derive(Default)]
+struct AmxScratch {
+    a_hi: Vec<i8>,
+    a_lo: Vec<u8>,
+    c_hi: Vec<i32>,
+    c_lo: Vec<i32>,
+}
+
+thread_local! {
+    static AMX_SCRATCH: RefCell<AmxScratch> = RefCell::new(AmxScratch::default());
 }
 
 impl QuantLinear {
@@ -112,13 +167,22 @@ impl QuantLinear {
             scales,
             levels,
             kernels,
-        })
+            amx: None,
+        }
+        .with_kernels(kernels))
     }
 
     /// The same layer on kernel path `kernels` (the default is
     /// [`simd::selected`]'s).
     pub fn with_kernels(mut self, kernels: Kernels) -> Self {
         self.kernels = kernels;
+        self.amx = match (kernels.path(), self.amx.take()) {
+            (simd::Path::Amx, Some(packed)) => Some(packed),
+            (simd::Path::Amx, None) => {
+                Some(Arc::new(AmxWeights::pack(&self.weights, self.n, self.kp)))
+            }
+            _ => None,
+        };
         self
     }
 
@@ -195,11 +259,72 @@ impl QuantLinear {
         out.par_chunks_mut(ROWS_PER_TASK * n)
             .zip(qx.par_chunks(ROWS_PER_TASK * kp))
             .zip(sx.par_chunks(ROWS_PER_TASK))
-            .for_each(|((out, qx), sx)| {
-                for j0 in (0..n).step_by(BLOCK_N) {
-                    self.block(qx, sx, j0, (j0 + BLOCK_N).min(n), out);
+            .for_each(|((out, qx), sx)| match &self.amx {
+                Some(packed) => AMX_SCRATCH.with_borrow_mut(|s| {
+                    for ((out, qx), sx) in out
+                        .chunks_mut(AMX_I8_ROWS * n)
+                        .zip(qx.chunks(AMX_I8_ROWS * kp))
+                        .zip(sx.chunks(AMX_I8_ROWS))
+                    {
+                        self.amx_block(packed, qx, sx, out, s);
+                    }
+                }),
+                None => {
+                    for j0 in (0..n).step_by(BLOCK_N) {
+                        self.block(qx, sx, j0, (j0 + BLOCK_N).min(n), out);
+                    }
                 }
             });
+    }
+
+    /// Up to [`AMX_I8_ROWS`] rows on the tile unit: the rows split into
+    /// high and low bytes in tile order, both products for every output
+    /// channel, then `(256·hi + lo) · sx · scale`, the same integers and
+    /// the same float operations as [`QuantLinear::block`].
+    fn amx_block(
+        &self,
+        packed: &AmxWeights,
+        qx: &[i16],
+        sx: &[f32],
+        out: &mut [f32],
+        s: &mut AmxScratch,
+    ) {
+        let (n, kp_in) = (self.n, self.kp);
+        let (kp, np) = (packed.kp, packed.np);
+        s.a_hi.clear();
+        s.a_hi.resize(AMX_I8_ROWS * kp, 0);
+        s.a_lo.clear();
+        s.a_lo.resize(AMX_I8_ROWS * kp, 0);
+        s.c_hi.resize(AMX_I8_ROWS * np, 0);
+        s.c_lo.resize(AMX_I8_ROWS * np, 0);
+        // Row `r`'s values `64·step..` go to row `r` of tile `step`.
+        for (r, x) in qx.chunks_exact(kp_in).enumerate() {
+            for (step, x) in x.chunks(AMX_I8_K).enumerate() {
+                let at = step * AMX_I8_ROWS * AMX_I8_K + r * AMX_I8_K;
+                let len = x.len();
+                simd::split_i16(x, &mut s.a_hi[at..at + len], &mut s.a_lo[at..at + len]);
+            }
+        }
+        simd::int8_amx_block(
+            self.kernels,
+            &s.a_hi,
+            &s.a_lo,
+            kp,
+            &packed.tiles,
+            np,
+            &mut s.c_hi,
+            &mut s.c_lo,
+        );
+        for (((out, hi), lo), &sx) in out
+            .chunks_exact_mut(n)
+            .zip(s.c_hi.chunks_exact(np))
+            .zip(s.c_lo.chunks_exact(np))
+            .zip(sx)
+        {
+            for (((o, &h), &l), &sw) in out.iter_mut().zip(hi).zip(lo).zip(&self.scales) {
+                *o = simd::combine_int8(h, l) as f32 * sx * sw;
+            }
+        }
     }
 
     /// Output channels `j0..j1` of the rows `qx` (their scales `sx`) into
@@ -336,8 +461,10 @@ mod tests {
                     layer.clone().with_kernels(kernels),
                     layer.with_kernels(simd::Kernels::portable()),
                 );
-                let x: Vec<f32> = (0..13 * k).map(|_| lcg(&mut seed) * 4.0).collect();
-                for rows in 1..=13 {
+                // Every row remainder of the 6-row register tile, and of
+                // the 16-row tile and 48-row task of the amx path.
+                let x: Vec<f32> = (0..70 * k).map(|_| lcg(&mut seed) * 4.0).collect();
+                for rows in (1..=13).chain([16, 17, 31, 33, 47, 48, 49, 70]) {
                     let x = &x[..rows * k];
                     assert_eq!(
                         fast.quantize_rows(x, rows),

@@ -6,7 +6,7 @@
 //!
 //! | path | int8 product (i16 · i16 → i32) | f32 product | needs |
 //! |---|---|---|---|
-//! | `amx` | as `avx512vnni` | AMX tiles, bf16 × 3 ([`bf16x3_block`]) | AMX-TILE, AMX-BF16, the OS's permission, and `avx512vnni`'s |
+//! | `amx` | AMX tiles, two int8 products ([`int8_amx_block`]) | AMX tiles, bf16 × 3 ([`bf16x3_block`]) | AMX-TILE, -BF16, -INT8, the OS's permission, and `avx512vnni`'s |
 //! | `avx512vnni` | `vpdpwssd` on zmm: 32 multiply-adds, accumulated, per instruction | `gemm` | AVX-512F, BW, VNNI |
 //! | `avx512` | `vpmaddwd` + `vpaddd` on zmm | `gemm` | AVX-512F, BW |
 //! | `avxvnni` | `vpdpwssd` on ymm (the VEX form) | `gemm` | AVX2, AVX-VNNI |
@@ -104,7 +104,14 @@ impl Path {
     /// names them).
     pub fn features(self) -> &'static [&'static str] {
         match self {
-            Path::Amx => &["avx512f", "avx512bw", "avx512vnni", "amx-tile", "amx-bf16"],
+            Path::Amx => &[
+                "avx512f",
+                "avx512bw",
+                "avx512vnni",
+                "amx-tile",
+                "amx-bf16",
+                "amx-int8",
+            ],
             Path::Avx512Vnni => &["avx512f", "avx512bw", "avx512vnni"],
             Path::Avx512 => &["avx512f", "avx512bw"],
             Path::AvxVnni => &["avx2", "avxvnni"],
@@ -135,7 +142,7 @@ fn has_feature(feature: &str) -> bool {
         "avx512f" => std::arch::is_x86_feature_detected!("avx512f"),
         "avx512bw" => std::arch::is_x86_feature_detected!("avx512bw"),
         "avx512vnni" => std::arch::is_x86_feature_detected!("avx512vnni"),
-        "amx-tile" | "amx-bf16" => amx::available(),
+        "amx-tile" | "amx-bf16" | "amx-int8" => amx::available(),
         _ => false,
     }
 }
@@ -146,12 +153,12 @@ fn has_feature(feature: &str) -> bool {
 mod amx {
     use std::sync::OnceLock;
 
-    /// `cpuid` leaf 7, sub-leaf 0, EDX: AMX-BF16 (bit 22) and AMX-TILE
-    /// (bit 24).
-    const AMX_BF16_TILE: u32 = (1 << 22) | (1 << 24);
+    /// `cpuid` leaf 7, sub-leaf 0, EDX: AMX-BF16 (bit 22), AMX-TILE (bit
+    /// 24) and AMX-INT8 (bit 25).
+    const AMX_BF16_TILE: u32 = (1 << 22) | (1 << 24) | (1 << 25);
 
-    /// Whether the tile unit with bf16 products may be used by this
-    /// process; the permission is asked for once.
+    /// Whether the tile unit with bf16 and int8 products may be used by
+    /// this process; the permission is asked for once.
     pub(super) fn available() -> bool {
         static AVAILABLE: OnceLock<bool> = OnceLock::new();
         *AVAILABLE.get_or_init(|| cpu_has_amx() && os_permits())
@@ -498,6 +505,87 @@ pub fn bf16x3_block(
     }
     #[cfg(not(target_arch = "x86_64"))]
     unreachable!("the amx path exists on x86_64 only")
+}
+
+/// Rows of an int8 AMX block (one tile).
+pub const AMX_I8_ROWS: usize = 16;
+
+/// The reduction length of one int8 tile (16 rows of 64 bytes).
+pub const AMX_I8_K: usize = 64;
+
+/// One block of the int8 product on the `amx` path, exactly: the i16
+/// activations `x` (|x| ≤ 32,767) are split as `x = 256·hi + lo` with `hi`
+/// a signed byte and `lo` an unsigned one, and the unit computes
+/// `c_hi[r][j] = Σᵢ hi[r][i]·w[i][j]` (`tdpbssd`) and `c_lo[r][j] = Σᵢ
+/// lo[r][i]·w[i][j]` (`tdpbusd`) in i32, so that `256·c_hi + c_lo` is the
+/// integer every other path computes (see [`combine_int8`]).
+///
+/// - `a_hi`, `a_lo`: the block's [`AMX_I8_ROWS`] rows, zero-padded to
+///   `kp`, in tiles of 16 × 64 bytes, one per 64 of `k` ([`split_i16`]).
+/// - `b`: the weights, `np / 16 × kp / 64` tiles of 1,024 bytes, column
+///   block by column block; row `r`, column `c`, byte `q` of a tile holds
+///   `W[16·block + c][64·step + 4r + q]`.
+/// - `c_hi`, `c_lo`: `AMX_I8_ROWS × np` i32, row-major; overwritten.
+///
+/// `kp` a multiple of [`AMX_I8_K`], `np` of 32. Panics on another path or
+/// on wrong lengths (a caller's bug).
+#[allow(clippy::too_many_arguments)]
+pub fn int8_amx_block(
+    k: Kernels,
+    a_hi: &[i8],
+    a_lo: &[u8],
+    kp: usize,
+    b: &[i8],
+    np: usize,
+    c_hi: &mut [i32],
+    c_lo: &mut [i32],
+) {
+    assert_eq!(
+        k.path,
+        Path::Amx,
+        "int8_amx_block runs on the amx path only"
+    );
+    assert!(
+        kp > 0
+            && kp.is_multiple_of(AMX_I8_K)
+            && np.is_multiple_of(32)
+            && a_hi.len() == AMX_I8_ROWS * kp
+            && a_lo.len() == AMX_I8_ROWS * kp
+            && b.len() == kp * np
+            && c_hi.len() == AMX_I8_ROWS * np
+            && c_lo.len() == AMX_I8_ROWS * np,
+        "int8_amx_block: operand shapes do not match"
+    );
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `k` is on the amx path, which exists only if the CPU has
+    // AMX-TILE and AMX-INT8 and the OS granted the tile state
+    // (Kernels::detect/force); the lengths were checked above.
+    unsafe {
+        x86::int8_amx_block(a_hi, a_lo, kp, b, np, c_hi, c_lo)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    unreachable!("the amx path exists on x86_64 only")
+}
+
+/// Splits i16 values into a signed high byte and an unsigned low byte,
+/// `x = 256·hi + lo`, for [`int8_amx_block`]. `hi` and `lo` as long as
+/// `x`.
+pub fn split_i16(x: &[i16], hi: &mut [i8], lo: &mut [u8]) {
+    assert!(
+        hi.len() == x.len() && lo.len() == x.len(),
+        "split_i16: lengths differ"
+    );
+    for ((&v, h), l) in x.iter().zip(hi.iter_mut()).zip(lo.iter_mut()) {
+        *h = (v >> 8) as i8;
+        *l = v as u8;
+    }
+}
+
+/// `256·hi + lo` in i32, wrapping: the partial products may not fit once
+/// scaled, but the sum they make is the exact product, which the
+/// activation grid keeps inside i32.
+pub fn combine_int8(hi: i32, lo: i32) -> i32 {
+    hi.wrapping_mul(256).wrapping_add(lo)
 }
 
 fn portable_dot(a: &[i16], b: &[i16]) -> i32 {
@@ -868,6 +956,102 @@ mod x86 {
         }
         // SAFETY: releases this thread's tile state (the next block
         // configures it again).
+        unsafe { asm!("tilerelease", options(nostack, nomem)) };
+    }
+
+    /// [`super::int8_amx_block`] on the tile unit. Tiles 0–1 accumulate
+    /// the high bytes' products for output columns 0–15 and 16–31, 2–3
+    /// the low bytes'; 4 and 5 hold the row tile's high and low bytes, 6
+    /// and 7 the two column tiles of weights. Per 64 of `k`: 4 loads, 4
+    /// products of 16 × 16 × 64.
+    ///
+    /// Callers must know that the CPU has AMX-TILE and AMX-INT8 and that
+    /// the OS granted the tile state, and must have checked the lengths as
+    /// `int8_amx_block` does.
+    #[cfg(target_arch = "x86_64")]
+    pub(super) unsafe fn int8_amx_block(
+        a_hi: &[i8],
+        a_lo: &[u8],
+        kp: usize,
+        b: &[i8],
+        np: usize,
+        c_hi: &mut [i32],
+        c_lo: &mut [i32],
+    ) {
+        use std::arch::asm;
+        const TILE: usize = 16 * super::AMX_I8_K;
+        let steps = kp / super::AMX_I8_K;
+        let stride = 64usize;
+        let stride_c = np * 4;
+        // Slicing proves every byte `tileloadd` reads is inside the
+        // operand.
+        let a_tile = |step: usize| {
+            let at = step * TILE;
+            (a_hi[at..at + TILE].as_ptr(), a_lo[at..at + TILE].as_ptr())
+        };
+        let b_tile = |col_block: usize, step: usize| {
+            let at = (col_block * steps + step) * TILE;
+            b[at..at + TILE].as_ptr()
+        };
+        // SAFETY: `TILES` is a valid palette-1 configuration; the caller
+        // vouches for the CPU and the OS.
+        unsafe { asm!("ldtilecfg [{0}]", in(reg) TILES.0.as_ptr(), options(nostack)) };
+        for jb in (0..np / 16).step_by(2) {
+            // SAFETY: tile instructions on the configured tiles only.
+            unsafe {
+                asm!(
+                    "tilezero tmm0",
+                    "tilezero tmm1",
+                    "tilezero tmm2",
+                    "tilezero tmm3",
+                    options(nostack, nomem)
+                )
+            };
+            for step in 0..steps {
+                let (hi, lo) = a_tile(step);
+                // SAFETY: each pointer starts a slice that covers the 16
+                // rows of 64 bytes the load reads; the tiles are
+                // configured.
+                unsafe {
+                    asm!(
+                        "tileloadd tmm6, [{b0} + {s}*1]",
+                        "tileloadd tmm7, [{b1} + {s}*1]",
+                        "tileloadd tmm4, [{hi} + {s}*1]",
+                        "tdpbssd tmm0, tmm4, tmm6",
+                        "tdpbssd tmm1, tmm4, tmm7",
+                        "tileloadd tmm5, [{lo} + {s}*1]",
+                        "tdpbusd tmm2, tmm5, tmm6",
+                        "tdpbusd tmm3, tmm5, tmm7",
+                        hi = in(reg) hi,
+                        lo = in(reg) lo,
+                        b0 = in(reg) b_tile(jb, step),
+                        b1 = in(reg) b_tile(jb + 1, step),
+                        s = in(reg) stride,
+                        options(nostack, readonly)
+                    )
+                };
+            }
+            let c = |c: &mut [i32], col: usize| c[col..col + 15 * np + 16].as_mut_ptr();
+            let (h0, h1) = (c(c_hi, jb * 16), c(c_hi, jb * 16 + 16));
+            let (l0, l1) = (c(c_lo, jb * 16), c(c_lo, jb * 16 + 16));
+            // SAFETY: each pointer starts a slice of its output that
+            // covers the 16 rows of 16 i32 the store writes at its stride.
+            unsafe {
+                asm!(
+                    "tilestored [{h0} + {sc}*1], tmm0",
+                    "tilestored [{h1} + {sc}*1], tmm1",
+                    "tilestored [{l0} + {sc}*1], tmm2",
+                    "tilestored [{l1} + {sc}*1], tmm3",
+                    h0 = in(reg) h0,
+                    h1 = in(reg) h1,
+                    l0 = in(reg) l0,
+                    l1 = in(reg) l1,
+                    sc = in(reg) stride_c,
+                    options(nostack)
+                )
+            };
+        }
+        // SAFETY: releases this thread's tile state.
         unsafe { asm!("tilerelease", options(nostack, nomem)) };
     }
 
