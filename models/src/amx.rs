@@ -136,8 +136,13 @@ impl Bf16x3Linear {
     fn block(&self, xs: &[f32], out: &mut [f32], s: &mut Scratch) {
         let (n, k, kp, np) = (self.n, self.k, self.kp, self.np);
         let rows = xs.len() / k;
+        // A full block overwrites every value below; padding (missing
+        // rows, `k` short of a whole tile) must be zero.
+        let padded = rows < AMX_ROWS || k < kp;
         for buf in [&mut s.a_hi, &mut s.a_lo] {
-            buf.clear();
+            if padded {
+                buf.clear();
+            }
             buf.resize(AMX_ROWS * kp, 0);
         }
         // Row `r`'s values `32·step..` go to row `r % 16` of tile

@@ -291,10 +291,11 @@ impl QuantLinear {
     ) {
         let (n, kp_in) = (self.n, self.kp);
         let (kp, np) = (packed.kp, packed.np);
-        s.a_hi.clear();
-        s.a_hi.resize(AMX_I8_ROWS * kp, 0);
-        s.a_lo.clear();
-        s.a_lo.resize(AMX_I8_ROWS * kp, 0);
+        // A full block overwrites every byte below; padding (missing rows,
+        // `k` short of a whole tile) must be zero.
+        let padded = sx.len() < AMX_I8_ROWS || kp_in < kp;
+        for_zeroed(&mut s.a_hi, AMX_I8_ROWS * kp, padded);
+        for_zeroed(&mut s.a_lo, AMX_I8_ROWS * kp, padded);
         s.c_hi.resize(AMX_I8_ROWS * np, 0);
         s.c_lo.resize(AMX_I8_ROWS * np, 0);
         // Row `r`'s values `64·step..` go to row `r` of tile `step`.
@@ -365,6 +366,15 @@ impl QuantLinear {
             r += mr;
         }
     }
+}
+
+/// `buf` at length `len`, all zero if `zero`, else with whatever it held
+/// (the caller overwrites all of it).
+fn for_zeroed<T: Copy + Default>(buf: &mut Vec<T>, len: usize, zero: bool) {
+    if zero {
+        buf.clear();
+    }
+    buf.resize(len, T::default());
 }
 
 impl CustomOp1 for QuantLinear {
