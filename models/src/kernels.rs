@@ -186,12 +186,21 @@ impl CustomOp2 for Attention<'_> {
                         }
                         *acc = sum;
                     }
-                    let max = chunks
-                        .as_flattened()
+                    // The padding keys' scores are 0: lift them out of
+                    // the maximum, lane by lane (plain comparisons compile
+                    // to `vmaxps`; `f32::max` would carry its NaN rule).
+                    chunks.as_flattened_mut()[len..].fill(f32::NEG_INFINITY);
+                    let mut lanes = [f32::NEG_INFINITY; LANES];
+                    for chunk in chunks.iter() {
+                        for (m, &s) in lanes.iter_mut().zip(chunk) {
+                            if s > *m {
+                                *m = s;
+                            }
+                        }
+                    }
+                    let max = lanes
                         .iter()
-                        .take(len)
-                        .copied()
-                        .fold(f32::NEG_INFINITY, f32::max);
+                        .fold(f32::NEG_INFINITY, |m, &s| if s > m { s } else { m });
                     for chunk in chunks.iter_mut() {
                         for s in chunk.iter_mut() {
                             *s = exp(*s - max);
