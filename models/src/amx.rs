@@ -15,7 +15,6 @@
 //! each; a block runs every output column ([`simd::bf16x3_block`]).
 
 use crate::simd::{self, AMX_COLS, AMX_K, AMX_ROWS, AMX_TILE, Kernels, Path};
-use candle_core::backend::BackendStorage as _;
 use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 use std::cell::RefCell;
@@ -155,20 +154,12 @@ impl Bf16x3Linear {
                 simd::split_bf16(x, &mut s.a_hi[at..at + len], &mut s.a_lo[at..at + len]);
             }
         }
-        if rows == AMX_ROWS && np == n {
-            simd::bf16x3_block(
-                self.kernels,
-                &s.a_hi,
-                &s.a_lo,
-                kp,
-                &self.hi,
-                &self.lo,
-                np,
-                out,
-            );
-            return;
+        // A whole block with no padded columns is written in place; else
+        // into the padded scratch, then copied.
+        let direct = rows == AMX_ROWS && np == n;
+        if !direct {
+            s.out.resize(AMX_ROWS * np, 0.0);
         }
-        s.out.resize(AMX_ROWS * np, 0.0);
         simd::bf16x3_block(
             self.kernels,
             &s.a_hi,
@@ -177,8 +168,11 @@ impl Bf16x3Linear {
             &self.hi,
             &self.lo,
             np,
-            &mut s.out,
+            if direct { &mut *out } else { &mut s.out },
         );
+        if direct {
+            return;
+        }
         for (o, padded) in out.chunks_exact_mut(n).zip(s.out.chunks_exact(np)) {
             o.copy_from_slice(&padded[..n]);
         }
@@ -191,18 +185,9 @@ impl CustomOp1 for Bf16x3Linear {
     }
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(src) = storage else {
-            candle_core::bail!("bf16x3 linear: f32 input only, got {:?}", storage.dtype())
-        };
-        let Some((start, end)) = layout.contiguous_offsets() else {
-            candle_core::bail!("bf16x3 linear: input must be contiguous")
-        };
-        let (rows, k) = layout.shape().dims2()?;
-        if k != self.k {
-            candle_core::bail!("bf16x3 linear: input width {k}, the layer takes {}", self.k);
-        }
-        let out = self.matmul(&src[start..end]);
-        Ok((CpuStorage::F32(out), Shape::from_dims(&[rows, self.n])))
+        crate::quant::linear_fwd("bf16x3 linear", (self.k, self.n), storage, layout, |xs| {
+            self.matmul(xs)
+        })
     }
 }
 
@@ -210,12 +195,7 @@ impl CustomOp1 for Bf16x3Linear {
 mod tests {
     use super::*;
 
-    fn lcg(seed: &mut u64) -> f32 {
-        *seed = seed
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        ((*seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    }
+    use crate::testing::lcg;
 
     /// The `amx` path's kernels, or `None` with a "skipped" line.
     fn amx_or_skip(test: &str) -> Option<Kernels> {

@@ -71,3 +71,15 @@ pub use rows::{HeadInput, Rows};
 /// The model directory `scripts/fetch-model` fills, relative to the
 /// repository root.
 pub const DEFAULT_MODEL_DIR: &str = "models/artifacts/all-MiniLM-L6-v2";
+
+/// Helpers of the unit tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    /// A deterministic pseudo-random value in [−1, 1) (an LCG step).
+    pub fn lcg(seed: &mut u64) -> f32 {
+        *seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((*seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+}

@@ -383,19 +383,34 @@ impl CustomOp1 for QuantLinear {
     }
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(src) = storage else {
-            candle_core::bail!("int8 linear: f32 input only, got {:?}", storage.dtype())
-        };
-        let Some((start, end)) = layout.contiguous_offsets() else {
-            candle_core::bail!("int8 linear: input must be contiguous")
-        };
-        let (rows, k) = layout.shape().dims2()?;
-        if k != self.k {
-            candle_core::bail!("int8 linear: input width {k}, the layer takes {}", self.k);
-        }
-        let out = self.matmul(&src[start..end]);
-        Ok((CpuStorage::F32(out), Shape::from_dims(&[rows, self.n])))
+        linear_fwd("int8 linear", (self.k, self.n), storage, layout, |xs| {
+            self.matmul(xs)
+        })
     }
+}
+
+/// The body of a linear layer's candle op: checks that the input is a
+/// contiguous f32 `(rows, k)` matrix (errors name the layer, `what`) and
+/// wraps `matmul`'s `rows × n` output.
+pub(crate) fn linear_fwd(
+    what: &str,
+    (k, n): (usize, usize),
+    storage: &CpuStorage,
+    layout: &Layout,
+    matmul: impl FnOnce(&[f32]) -> Vec<f32>,
+) -> Result<(CpuStorage, Shape)> {
+    let CpuStorage::F32(src) = storage else {
+        candle_core::bail!("{what}: f32 input only, got {:?}", storage.dtype())
+    };
+    let Some((start, end)) = layout.contiguous_offsets() else {
+        candle_core::bail!("{what}: input must be contiguous")
+    };
+    let (rows, width) = layout.shape().dims2()?;
+    if width != k {
+        candle_core::bail!("{what}: input width {width}, the layer takes {k}");
+    }
+    let out = matmul(&src[start..end]);
+    Ok((CpuStorage::F32(out), Shape::from_dims(&[rows, n])))
 }
 
 #[cfg(test)]
@@ -403,12 +418,7 @@ mod tests {
     use super::*;
     use candle_core::Device;
 
-    fn lcg(seed: &mut u64) -> f32 {
-        *seed = seed
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        ((*seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    }
+    use crate::testing::lcg;
 
     #[test]
     fn the_integer_product_is_exact() {

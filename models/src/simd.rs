@@ -873,20 +873,11 @@ mod x86 {
             let at = (col_block * steps + step) * super::AMX_TILE;
             b[at..at + super::AMX_TILE].as_ptr()
         };
-        // SAFETY: `TILES` is a valid palette-1 configuration; the caller
-        // vouches for the CPU and the OS.
-        unsafe { asm!("ldtilecfg [{0}]", in(reg) TILES.0.as_ptr(), options(nostack)) };
+        // SAFETY: the caller vouches for the CPU and the OS.
+        unsafe { configure_tiles() };
         for jb in (0..np / 16).step_by(2) {
-            // SAFETY: tile instructions on the configured tiles only.
-            unsafe {
-                asm!(
-                    "tilezero tmm0",
-                    "tilezero tmm1",
-                    "tilezero tmm2",
-                    "tilezero tmm3",
-                    options(nostack, nomem)
-                )
-            };
+            // SAFETY: the tiles are configured.
+            unsafe { zero_accumulators() };
             for step in 0..steps {
                 // SAFETY: each pointer starts a slice that covers the 16
                 // rows the load reads at its stride (the closures slice
@@ -931,32 +922,19 @@ mod x86 {
                 let at = row * np + col;
                 out[at..at + 15 * np + 16].as_mut_ptr()
             };
-            let (c00, c01, c10, c11) = (
+            let targets = [
                 c(0, jb * 16),
                 c(0, jb * 16 + 16),
                 c(16, jb * 16),
                 c(16, jb * 16 + 16),
-            );
+            ];
             // SAFETY: each pointer starts a slice of `out` that covers the
-            // 16 rows of 16 f32 the store writes at its stride.
-            unsafe {
-                asm!(
-                    "tilestored [{c00} + {sc}*1], tmm0",
-                    "tilestored [{c01} + {sc}*1], tmm1",
-                    "tilestored [{c10} + {sc}*1], tmm2",
-                    "tilestored [{c11} + {sc}*1], tmm3",
-                    c00 = in(reg) c00,
-                    c01 = in(reg) c01,
-                    c10 = in(reg) c10,
-                    c11 = in(reg) c11,
-                    sc = in(reg) stride_c,
-                    options(nostack)
-                )
-            };
+            // 16 rows of 16 f32 the store writes at its stride; the tiles
+            // are configured.
+            unsafe { store_accumulators(targets.map(|p| p.cast()), stride_c) };
         }
-        // SAFETY: releases this thread's tile state (the next block
-        // configures it again).
-        unsafe { asm!("tilerelease", options(nostack, nomem)) };
+        // SAFETY: the tiles were configured above.
+        unsafe { release_tiles() };
     }
 
     /// [`super::int8_amx_block`] on the tile unit. Tiles 0–1 accumulate
@@ -993,20 +971,11 @@ mod x86 {
             let at = (col_block * steps + step) * TILE;
             b[at..at + TILE].as_ptr()
         };
-        // SAFETY: `TILES` is a valid palette-1 configuration; the caller
-        // vouches for the CPU and the OS.
-        unsafe { asm!("ldtilecfg [{0}]", in(reg) TILES.0.as_ptr(), options(nostack)) };
+        // SAFETY: the caller vouches for the CPU and the OS.
+        unsafe { configure_tiles() };
         for jb in (0..np / 16).step_by(2) {
-            // SAFETY: tile instructions on the configured tiles only.
-            unsafe {
-                asm!(
-                    "tilezero tmm0",
-                    "tilezero tmm1",
-                    "tilezero tmm2",
-                    "tilezero tmm3",
-                    options(nostack, nomem)
-                )
-            };
+            // SAFETY: the tiles are configured.
+            unsafe { zero_accumulators() };
             for step in 0..steps {
                 let (hi, lo) = a_tile(step);
                 // SAFETY: each pointer starts a slice that covers the 16
@@ -1032,27 +1001,78 @@ mod x86 {
                 };
             }
             let c = |c: &mut [i32], col: usize| c[col..col + 15 * np + 16].as_mut_ptr();
-            let (h0, h1) = (c(c_hi, jb * 16), c(c_hi, jb * 16 + 16));
-            let (l0, l1) = (c(c_lo, jb * 16), c(c_lo, jb * 16 + 16));
+            let targets = [
+                c(c_hi, jb * 16),
+                c(c_hi, jb * 16 + 16),
+                c(c_lo, jb * 16),
+                c(c_lo, jb * 16 + 16),
+            ];
             // SAFETY: each pointer starts a slice of its output that
-            // covers the 16 rows of 16 i32 the store writes at its stride.
-            unsafe {
-                asm!(
-                    "tilestored [{h0} + {sc}*1], tmm0",
-                    "tilestored [{h1} + {sc}*1], tmm1",
-                    "tilestored [{l0} + {sc}*1], tmm2",
-                    "tilestored [{l1} + {sc}*1], tmm3",
-                    h0 = in(reg) h0,
-                    h1 = in(reg) h1,
-                    l0 = in(reg) l0,
-                    l1 = in(reg) l1,
-                    sc = in(reg) stride_c,
-                    options(nostack)
-                )
-            };
+            // covers the 16 rows of 16 i32 the store writes at its stride;
+            // the tiles are configured.
+            unsafe { store_accumulators(targets.map(|p| p.cast()), stride_c) };
         }
-        // SAFETY: releases this thread's tile state.
-        unsafe { asm!("tilerelease", options(nostack, nomem)) };
+        // SAFETY: the tiles were configured above.
+        unsafe { release_tiles() };
+    }
+
+    /// Loads [`TILES`]. Callers must know that the CPU has AMX-TILE and
+    /// that the OS granted the tile state.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn configure_tiles() {
+        // SAFETY: `TILES` is a valid palette-1 configuration, 64 readable
+        // bytes; the caller vouches for the CPU and the OS.
+        unsafe { std::arch::asm!("ldtilecfg [{0}]", in(reg) TILES.0.as_ptr(), options(nostack)) };
+    }
+
+    /// Zeroes the accumulator tiles 0–3. Callers must have configured the
+    /// tiles.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn zero_accumulators() {
+        // SAFETY: tile instructions on configured tiles; no memory.
+        unsafe {
+            std::arch::asm!(
+                "tilezero tmm0",
+                "tilezero tmm1",
+                "tilezero tmm2",
+                "tilezero tmm3",
+                options(nostack, nomem)
+            )
+        };
+    }
+
+    /// Stores tiles 0–3 (16 rows of 64 bytes each) to `targets`, rows
+    /// `stride` bytes apart. Callers must have configured the tiles and
+    /// must know that each target starts 15·`stride` + 64 writable bytes.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn store_accumulators(targets: [*mut u8; 4], stride: usize) {
+        // SAFETY: the caller vouches for the targets and the tiles.
+        unsafe {
+            std::arch::asm!(
+                "tilestored [{t0} + {s}*1], tmm0",
+                "tilestored [{t1} + {s}*1], tmm1",
+                "tilestored [{t2} + {s}*1], tmm2",
+                "tilestored [{t3} + {s}*1], tmm3",
+                t0 = in(reg) targets[0],
+                t1 = in(reg) targets[1],
+                t2 = in(reg) targets[2],
+                t3 = in(reg) targets[3],
+                s = in(reg) stride,
+                options(nostack)
+            )
+        };
+    }
+
+    /// Releases this thread's tile state (the next block configures it
+    /// again). Callers must have configured the tiles.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn release_tiles() {
+        // SAFETY: tile state only; no memory.
+        unsafe { std::arch::asm!("tilerelease", options(nostack, nomem)) };
     }
 
     /// Runs `f` inside a function compiled for AVX-512F/BW (see
