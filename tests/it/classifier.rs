@@ -404,6 +404,73 @@ fn the_classifier_detects_sensitive_content_without_a_flag() {
     assert_eq!(ids, ["c1", "c2"]);
 }
 
+/// The self-harm rules stand on their own: with the policy's threshold at
+/// 1 the model cannot detect anything (its P(sensitive) is a mean of two
+/// probabilities under 1), yet a stated wish to die is a safety record
+/// from `rules:self_harm`, quoted by its sentence, and the run counts it
+/// as one; a figure of speech is left alone.
+#[test]
+fn a_stated_wish_to_die_is_a_safety_record_from_the_rules_alone() {
+    model_present();
+    let env = Env::new();
+    let texts = [
+        (
+            "h1",
+            "Long week at the depot. Honestly everyone would be better off without me. Might sleep all weekend.",
+        ),
+        (
+            "h2",
+            "This commute is killing me and I could kill for a coffee. Sam covered my shift though.",
+        ),
+    ];
+    let rows: Vec<Value> = texts.iter().map(|(id, t)| record(id, t)).collect();
+    env.jsonl("records.jsonl", &rows);
+    env.write(
+        "p.yaml",
+        "persona_memory_policy:\n  sensitive_content:\n    threshold: 1\n",
+    );
+    let out = bin()
+        .current_dir(env.dir.path())
+        .args([
+            "annotate",
+            "--policy",
+            "p.yaml",
+            "--input",
+            "records.jsonl",
+            "--out",
+            "annotations.jsonl",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let anns = read_jsonl(&env.path("annotations.jsonl"));
+    let safety = &anns[0]["sensitive"];
+    assert_eq!(safety["category"], "mental_health_self_harm", "{safety}");
+    assert_eq!(safety["detector"], "rules:self_harm");
+    assert_eq!(safety["confidence"], 1.0);
+    assert_eq!(
+        safety["quote"],
+        "Honestly everyone would be better off without me."
+    );
+    let (s, e) = (
+        safety["quote_start"].as_u64().unwrap() as usize,
+        safety["quote_end"].as_u64().unwrap() as usize,
+    );
+    assert_eq!(&texts[0].1[s..e], safety["quote"].as_str().unwrap());
+    assert!(anns[1]["sensitive"].is_null(), "{}", anns[1]);
+    env.run_std(&["--policy", "p.yaml"]).ok();
+    let receipt = env.receipt();
+    assert_eq!(receipt["sensitive"]["records"], 1, "{receipt}");
+    assert_eq!(receipt["sensitive"]["safety_records"], 1);
+    for t in env.table("promoted_tags") {
+        assert_eq!(t["record_id"], "h2", "{t:?}");
+    }
+}
+
 /// f32 on the `amx` path (the default where the CPU has AMX): the tile
 /// unit's bf16 × 3 products give the labels, tags, quotes and edges of
 /// `gemm`'s f32 products (`TOMLITE_KERNELS=avx2` runs f32 in gemm) with

@@ -10,6 +10,7 @@
 pub mod classifier;
 pub mod file;
 pub mod read_as;
+pub mod safety_rules;
 pub mod sensitive;
 pub mod sensitive_rules;
 pub mod verdict;

@@ -25,7 +25,7 @@ pub const DEFAULT_THRESHOLD: f64 = 0.35;
 
 /// The version of the identifier rules, part of the annotator id: a change
 /// of what the rules find redoes the records annotated under the old ones.
-pub const RULES_VERSION: &str = "sensitive-rules-1";
+pub const RULES_VERSION: &str = "sensitive-rules-2";
 
 /// The lexical model's P(sensitive) of `text`, then of each of its
 /// `sentences` (byte spans): the `lexical` input of [`head_probability`]
@@ -69,13 +69,16 @@ pub fn head_probability(
 /// [`head_probability`]), and the identifier rules.
 ///
 /// - The rules find identifiers and secrets (`credentials_pii`,
-///   confidence 1: a Luhn-valid card number is not a matter of degree).
+///   confidence 1: a Luhn-valid card number is not a matter of degree) and
+///   statements of self-harm or suicidal thoughts
+///   (`mental_health_self_harm`, confidence 1, detector `rules:self_harm`:
+///   "I want to die" is a safety record whatever the head makes of it).
 /// - The model detects when P(sensitive) ≥ `threshold`; its category is
 ///   the record's most likely one, its quote the sentence with the
 ///   highest P(sensitive) (the mean of the head's and the lexical
 ///   model's, with one).
-/// - When both fire, a safety record (`mental_health_self_harm`) from the
-///   head wins, else the rules' identifier.
+/// - When several fire, a safety record wins (the head's, else the
+///   rules'), then the rules' identifier, then the head's category.
 pub fn detect(
     text: &str,
     record: Option<&[f64]>,
@@ -111,17 +114,29 @@ pub fn detect(
     {
         return model;
     }
-    let rule = rules.find(text).into_iter().next().map(|f| {
-        let span = sentences
+    // The sentence that holds a rule's finding is its quote.
+    let sentence_of = |start: usize, end: usize| {
+        sentences
             .iter()
             .map(|&(span, _)| span)
-            .find(|&(s, e)| s <= f.start && f.end <= e)
-            .unwrap_or((f.start, f.end));
+            .find(|&(s, e)| s <= start && end <= e)
+            .unwrap_or((start, end))
+    };
+    if let Some(f) = rules.find_safety(text) {
+        return Some(found(
+            text,
+            SAFETY_CATEGORY,
+            1.0,
+            sentence_of(f.start, f.end),
+            "rules:self_harm".into(),
+        ));
+    }
+    let rule = rules.find(text).into_iter().next().map(|f| {
         found(
             text,
             "credentials_pii",
             1.0,
-            span,
+            sentence_of(f.start, f.end),
             format!("rules:{}", f.kind),
         )
     });
@@ -188,6 +203,9 @@ mod tests {
         );
         assert_eq!(s.quote.start, Some(second as u64));
         assert!(s.quote.is_verbatim(text));
+        // Under the threshold, nothing (a text no rule finds anything in).
+        let text = "Gym was fine. Some nights I sleep badly after late sessions.";
+        let second = text.find("Some").unwrap();
         let calm = [((0, second), 0.1), ((second, text.len()), 0.2)];
         assert!(detect(text, Some(&p_of("health", 0.3)), &calm, &[], &rules, 0.35).is_none());
     }
@@ -219,6 +237,33 @@ mod tests {
             ((third, text.len()), 0.3),
         ];
         assert!(detect(text, Some(&p), &calm, &[], &rules, 0.35).is_none());
+    }
+
+    #[test]
+    fn a_stated_wish_to_die_is_a_safety_record_even_when_the_head_says_otherwise() {
+        let text = "Card is 4111 1111 1111 1111. I just want to die some days.";
+        let second = text.find("I just").unwrap();
+        let sentences = [((0, second), 0.1), ((second, text.len()), 0.2)];
+        let rules = Rules::new();
+        // The head is sure of another category, and the card rule fires
+        // too: the safety statement wins, quoted by its sentence.
+        let s = detect(
+            text,
+            Some(&p_of("finances_debt", 0.9)),
+            &sentences,
+            &[],
+            &rules,
+            0.35,
+        )
+        .unwrap();
+        assert_eq!(s.category.as_deref(), Some("mental_health_self_harm"));
+        assert_eq!(s.detector.as_deref(), Some("rules:self_harm"));
+        assert_eq!(s.confidence, Some(1.0));
+        assert_eq!(
+            s.quote.text.as_deref(),
+            Some("I just want to die some days.")
+        );
+        assert!(s.quote.is_verbatim(text));
     }
 
     #[test]

@@ -71,6 +71,9 @@ pub struct Rules {
     reference_ctx: Regex,
     /// Words around a contact that make it a public line (support, helpline, reception, ...), not a person's.
     public_ctx: Regex,
+    /// Statements of self-harm and suicidal thoughts (a safety record,
+    /// not an identifier).
+    safety: crate::annotate::safety_rules::SafetyRules,
 }
 
 impl Default for Rules {
@@ -258,7 +261,14 @@ impl Rules {
             phone_ctx: re(PHONE_CONTEXT),
             reference_ctx: re(REFERENCE_CONTEXT),
             public_ctx: re(PUBLIC_CONTEXT),
+            safety: crate::annotate::safety_rules::SafetyRules::new(),
         }
+    }
+
+    /// The first statement of self-harm or suicidal thoughts in the text
+    /// ([`crate::annotate::safety_rules`]).
+    pub fn find_safety(&self, text: &str) -> Option<crate::annotate::safety_rules::SafetyFinding> {
+        self.safety.find(text)
     }
 
     /// Every finding, in text order, non-overlapping.

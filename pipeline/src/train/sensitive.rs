@@ -364,9 +364,17 @@ fn dev_lexical_figures(
 /// the ECE of P(sensitive), at `threshold`; `gold` is 0 for a control,
 /// 1 + category otherwise.
 pub fn figures(p: &[f64], gold: &[usize], threshold: f64) -> Value {
+    let detected: Vec<bool> = p.iter().map(|&p| p >= threshold).collect();
+    figures_of_detections(p, gold, &detected)
+}
+
+/// [`figures`] with the detections given (`detected[i]`: the detector
+/// flagged record `i`, by the model's P(sensitive) or by a rule); the ECE
+/// is still P(sensitive)'s.
+pub fn figures_of_detections(p: &[f64], gold: &[usize], detected: &[bool]) -> Value {
     let pos = gold.iter().filter(|&&g| g > 0).count();
     let neg = gold.len() - pos;
-    let hit = |i: usize| p[i] >= threshold;
+    let hit = |i: usize| detected[i];
     let found = (0..gold.len()).filter(|&i| gold[i] > 0 && hit(i)).count();
     let false_pos = (0..gold.len()).filter(|&i| gold[i] == 0 && hit(i)).count();
     let per: serde_json::Map<String, Value> = SENSITIVE_CATEGORIES
@@ -402,10 +410,11 @@ fn ratio(a: usize, b: usize) -> Value {
 }
 
 /// `tomlite eval --sensitivity`: the detector as the classifier runs it
-/// (head and rules) on labeled records (only the held-out styles with
-/// `dev`): recall overall and per category, false positives on the hard
-/// controls, the ECE of P(sensitive), and how often a detected sensitive
-/// record gets its gold category.
+/// (head, lexical model and rules) on labeled records (only the held-out
+/// styles with `dev`): recall overall and per category and false positives
+/// on the hard controls, of its detections; the ECE of P(sensitive); how
+/// often a detected sensitive record gets its gold category; and, under
+/// `model_only`, recall and false positives of P(sensitive) alone.
 pub fn eval(clf: &mut Classifier, files: &[PathBuf], dev: bool) -> Result<Value, LearnError> {
     let records: Vec<SensitivityRecord> = read_all(files)?
         .into_iter()
@@ -420,6 +429,7 @@ pub fn eval(clf: &mut Classifier, files: &[PathBuf], dev: bool) -> Result<Value,
     let texts: Vec<&str> = records.iter().map(|r| r.text.as_str()).collect();
     let mut p = Vec::with_capacity(records.len());
     let mut gold = Vec::with_capacity(records.len());
+    let mut detected = Vec::with_capacity(records.len());
     let (mut right_category, mut detected_sensitive) = (0usize, 0usize);
     let mut quote_hits = 0usize;
     for (chunk, recs) in texts.chunks(64).zip(records.chunks(64)) {
@@ -428,8 +438,10 @@ pub fn eval(clf: &mut Classifier, files: &[PathBuf], dev: bool) -> Result<Value,
             let g = label_of(r, &source)?;
             p.push(clf.sensitive_probability(text, s));
             gold.push(g);
+            let found = clf.detect_sensitive(text, s);
+            detected.push(found.is_some());
             if g > 0
-                && let Some(found) = clf.detect_sensitive(text, s)
+                && let Some(found) = found
             {
                 detected_sensitive += 1;
                 if found.category.as_deref() == r.sensitivity.category.as_deref() {
@@ -449,8 +461,20 @@ pub fn eval(clf: &mut Classifier, files: &[PathBuf], dev: bool) -> Result<Value,
             }
         }
     }
-    let mut out = figures(&p, &gold, threshold);
+    // The detector as it runs (model and rules) sets recall and false
+    // positives; the model's P(sensitive) alone is kept beside them.
+    let mut out = figures_of_detections(&p, &gold, &detected);
+    let model_only = figures(&p, &gold, threshold);
     if let Value::Object(o) = &mut out {
+        o.insert(
+            "model_only".into(),
+            json!({
+                "recall": model_only["recall"],
+                "control_false_positive_rate": model_only["control_false_positive_rate"],
+                "mental_health_self_harm_recall":
+                    model_only["per_category"]["mental_health_self_harm"]["recall"],
+            }),
+        );
         o.insert("data".into(), json!(source));
         o.insert("split".into(), json!(if dev { "dev" } else { "all" }));
         o.insert("records".into(), json!(records.len()));

@@ -1,0 +1,228 @@
+//! Deterministic detection of self-harm and suicidal statements, for the
+//! `mental_health_self_harm` category (a safety record).
+//!
+//! The model decides degree and context; these rules catch what must never
+//! be missed when it is said in so many words: a person saying they want
+//! to die, to end their life, to hurt themselves on purpose, that others
+//! would be better off without them, that they have no reason to go on,
+//! or naming suicide, self-harm or an overdose. A missed self-harm record
+//! costs more than a quarantined one, so the rules lean to recall within
+//! those statements, and stay away from what only sounds like them:
+//!
+//! - figures of speech: "this commute is killing me", "I could kill for a
+//!   coffee", "dying to see it", "dead tired", "I nearly died laughing";
+//! - accidents: "I cut myself shaving", "hurt myself at the gym" (harm
+//!   counts only when it is deliberate: `self-harm`, `harm myself`,
+//!   `cutting myself` as a habit or urge, `hurt myself on purpose`);
+//! - "suicide" as a name for something else: a suicide bomber, suicide
+//!   squeeze, suicide doors, a suicide run (drill), "suicide mission".
+//!
+//! Third-person statements about self-harm ("my brother overdosed", "she
+//! talked about ending her life") are safety records too: the record holds
+//! someone's crisis either way.
+
+use regex::Regex;
+
+/// A statement the rules found: its byte span in the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SafetyFinding {
+    /// Start byte offset of the matched words.
+    pub start: usize,
+    /// End byte offset (exclusive).
+    pub end: usize,
+}
+
+/// Statements of wanting to die, of ending one's life, of deliberate
+/// self-harm, of others being better off, of having no reason to live.
+/// Case-insensitive; `’` and `'` both count as apostrophes.
+const STATEMENTS: &[&str] = &[
+    // Suicide and self-harm named.
+    r"\bsuicid(?:e|al|ality)\b",
+    r"\bself[- ]?harm(?:ing|ed)?\b",
+    r"\bself[- ]?injur(?:y|e|ing|ed)\b",
+    r"\boverdos(?:e|ed|es|ing)\b",
+    r"\b(?:kill|killing|killed|harm|harming|harmed)\s+(?:myself|herself|himself|themselves|themself|yourself)\b",
+    r"\b(?:cutting|burning|starving)\s+(?:myself|herself|himself|themselves)\b",
+    r"\b(?:cut|cutting|hurt|hurting|burn|burning)\s+(?:myself|herself|himself|themselves)\s+(?:again|on purpose|deliberately)\b",
+    r"\b(?:urge|urges|itch|need)\s+to\s+(?:cut|hurt|harm|burn)\b",
+    r"\b(?:relapsed?|relapsing)\b[^.!?\n]{0,40}\b(?:cutting|self[- ]?harm)",
+    // Ending one's life.
+    r"\b(?:end|ending|ended|take|taking|took)\s+(?:my|her|his|their|your)\s+(?:own\s+)?life\b",
+    r"\bend(?:ing)?\s+it\s+all\b",
+    r"\b(?:want|wanted|wanting|wanna|wish|wished|wishing)\s+(?:to\s+)?(?:just\s+)?(?:die|be\s+dead)\b",
+    r"\bwish(?:ed)?\s+(?:that\s+)?(?:i|she|he|they)\s+(?:was|were|had\s+been)\s+(?:dead|never\s+born)\b",
+    r"\b(?:wish|wished|hope|hoped)\s+(?:that\s+)?(?:i|she|he|they)\s+(?:would|wouldn[’']?t|won[’']?t|didn[’']?t|don[’']?t|could|never)\s+(?:just\s+)?(?:not\s+)?(?:wake\s+up|disappear)\b",
+    r"\b(?:don[’']?t|do\s+not|didn[’']?t|doesn[’']?t)\s+want\s+to\s+(?:be\s+(?:here|alive|around)|exist|live|wake\s+up)\s*(?:anymore|any\s+more|at\s+all)?\b",
+    r"\b(?:no|not\s+any|isn[’']?t\s+(?:a|any))\s+(?:reason|point)\s+(?:to|in)\s+(?:live|living|go\s+on|going\s+on|being\s+alive|staying\s+alive|wak(?:e|ing)\s+up)\b",
+    r"\bcan[’']?t\s+(?:go\s+on|keep\s+going)\s+(?:like\s+this\s+)?(?:anymore|any\s+more)\b",
+    r"\bbetter\s+off\s+(?:without\s+(?:me|her|him|them)|dead|if\s+(?:i|she|he|they)\s+(?:was|were|wasn[’']?t|weren[’']?t)\s+(?:gone|here|around|dead|alive))\b",
+    r"\b(?:not|never)\s+wak(?:e|ing)\s+up\s+(?:again|tomorrow|in\s+the\s+morning)\b",
+    r"\b(?:plan|plans|planned|planning|thought|thoughts|thinking)\s+(?:about|of)\s+(?:killing|ending|hurting)\s+(?:myself|herself|himself|themselves|my\s+life|her\s+life|his\s+life|their\s+life|it\s+all)\b",
+    // Self-harm again: "cut again last night", "I've been cutting again".
+    r"(?:^|[\n.!?]\s*|[-•*]\s*|\b(?:i|i[’']ve|i\s+have|she|he|they)\s+(?:been\s+|started\s+)?)cut(?:ting)?\s+again\b",
+    // Others better off, nobody noticing: "everyone would be better off",
+    // "nobody would notice if I just stopped showing up".
+    r"\b(?:everyone|everybody|you\s+all|y(?:ou|a)[’']d\s+all|they[’']d\s+all|the\s+world|my\s+(?:family|kids|parents))\s+(?:would|will|[’']d)?\s*be\s+better\s+off\b",
+    r"\b(?:better\s+off|nobody|no\s+one|no-one)\b[^.!?\n]{0,40}\bif\s+i\s+(?:just\s+)?(?:logged\s+off|disappeared|went\s+away|wasn[’']?t\s+(?:around|here)|weren[’']?t\s+(?:around|here)|stopped\s+(?:existing|showing\s+up|being\s+here))",
+    // Not being around, the point of it all.
+    r"\bnot\s+like\s+i[’']?ll\s+(?:still\s+)?be\s+(?:around|here)\b",
+    r"\bd(?:o|on[’']?)t\s+see\s+(?:the|much|any)\s+point\s+(?:of|in)\s+(?:any\s+of\s+it|anything|it\s+all|living|life|going\s+on|being\s+here)\b",
+];
+
+/// "suicide" naming something else.
+const NOT_SELF_HARM: &str = r"(?i)\bsuicide\s+(?:bomb(?:er|ers|ing|ings)?|attack(?:s)?|squeeze|doors?|runs?|sprints?|drills?|mission(?:s)?|pact\s+(?:song|album)|squad)\b";
+
+/// The safety statements, compiled once.
+pub struct SafetyRules {
+    statements: Regex,
+    not_self_harm: Regex,
+}
+
+impl Default for SafetyRules {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SafetyRules {
+    /// Compiles the rules.
+    pub fn new() -> Self {
+        let alternation = STATEMENTS
+            .iter()
+            .map(|p| format!("(?:{p})"))
+            .collect::<Vec<_>>()
+            .join("|");
+        SafetyRules {
+            statements: Regex::new(&format!("(?i){alternation}"))
+                .expect("the safety statements compile"),
+            not_self_harm: Regex::new(NOT_SELF_HARM).expect("the exclusions compile"),
+        }
+    }
+
+    /// The first statement in the text, if any.
+    pub fn find(&self, text: &str) -> Option<SafetyFinding> {
+        self.statements
+            .find_iter(text)
+            .find(|m| {
+                // "suicide bomber" and the like: the exclusion starts where
+                // the match does.
+                self.not_self_harm
+                    .find_at(text, m.start())
+                    .is_none_or(|x| x.start() != m.start())
+            })
+            .map(|m| SafetyFinding {
+                start: m.start(),
+                end: m.end(),
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn found(text: &str) -> Option<&str> {
+        SafetyRules::new().find(text).map(|f| &text[f.start..f.end])
+    }
+
+    #[test]
+    fn statements_of_self_harm_and_suicidal_thoughts_are_found() {
+        for (text, words) in [
+            ("Some nights I want to die.", "want to die"),
+            ("I keep thinking I should end my life.", "end my life"),
+            (
+                "Honestly they'd be better off without me.",
+                "better off without me",
+            ),
+            (
+                "I don't want to be here anymore",
+                "don't want to be here anymore",
+            ),
+            ("i dont want to wake up", "dont want to wake up"),
+            ("There's no reason to go on.", "no reason to go on"),
+            (
+                "Relapsed last night, cutting again.",
+                "Relapsed last night, cutting",
+            ),
+            ("had the urge to cut after the call", "urge to cut"),
+            (
+                "She told me she'd been having suicidal thoughts.",
+                "suicidal",
+            ),
+            ("My brother overdosed in March.", "overdosed"),
+            (
+                "I wish I wouldn't wake up tomorrow",
+                "wish I wouldn't wake up",
+            ),
+            ("I wish I was dead", "wish I was dead"),
+            (
+                "thinking about killing myself again",
+                "thinking about killing myself",
+            ),
+            (
+                "I can't go on like this anymore.",
+                "can't go on like this anymore",
+            ),
+            ("Self-harm scars on my arm itch in the heat.", "Self-harm"),
+            (
+                "I hurt myself on purpose last week.",
+                "hurt myself on purpose",
+            ),
+            ("I just want to end it all", "end it all"),
+            ("cut again last night, first time in months", "cut again"),
+            ("- Cutting again since the move", "- Cutting again"),
+            (
+                "everyone would be better off, honestly",
+                "everyone would be better off",
+            ),
+            (
+                "nobody would notice if I just stopped showing up",
+                "nobody would notice if I just stopped showing up",
+            ),
+            (
+                "it's not like I'll be around for it",
+                "not like I'll be around",
+            ),
+            (
+                "some nights I dont see the point of any of it",
+                "dont see the point of any of it",
+            ),
+        ] {
+            assert_eq!(found(text), Some(words), "{text}");
+        }
+    }
+
+    #[test]
+    fn figures_of_speech_accidents_and_other_suicides_are_not() {
+        for text in [
+            "This commute is killing me.",
+            "I could kill for a coffee right now.",
+            "Dying to see the new exhibition!",
+            "Dead tired after the gym, hurt myself on the deadlift.",
+            "Cut myself shaving this morning, bled everywhere.",
+            "I nearly died laughing at the wedding speech.",
+            "The news covered the suicide bombing in the capital.",
+            "Coach made us do suicide runs until we puked.",
+            "The vintage car has suicide doors.",
+            "I burned myself on the oven tray.",
+            "Killed it at the presentation today.",
+            "The deadline is going to be the death of me.",
+            "I'd rather die than sit through that meeting again.",
+            "The power cut again during the storm.",
+            "We'd be better off taking the train.",
+            "Had my hair cut again, shorter this time.",
+            "I don't see the point of the new reorg.",
+            "Nobody would notice if I skipped the standup, so I did.",
+        ] {
+            assert_eq!(found(text), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn an_excluded_use_does_not_hide_a_later_statement() {
+        assert_eq!(
+            found("After the suicide bombing coverage I felt suicidal myself."),
+            Some("suicidal")
+        );
+    }
+}
