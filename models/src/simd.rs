@@ -823,8 +823,9 @@ mod x86 {
     #[repr(C, align(64))]
     struct TileConfig([u8; 64]);
 
+    /// A `static`, so `ldtilecfg` reads one fixed, 64-byte-aligned place.
     #[cfg(target_arch = "x86_64")]
-    const TILES: TileConfig = {
+    static TILES: TileConfig = {
         let mut c = [0u8; 64];
         c[0] = 1;
         let mut t = 0;
