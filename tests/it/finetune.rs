@@ -440,8 +440,21 @@ fn zero_adapters_annotate_as_without_and_change_the_annotator_id() {
     assert!(held_out >= 12, "{held_out}");
     assert_eq!(report[0]["records"], held_out);
     assert_eq!(report[0]["split"], "dev");
-    let primary = report[0]["tom_kind"]["primary_right"].as_f64().unwrap();
+    let tom_kind = &report[0]["tom_kind"];
+    let primary = tom_kind["primary_right"].as_f64().unwrap();
     assert!((0.0..=1.0).contains(&primary));
+    // The argmax reading (the most likely kind, abstention or not), and
+    // the abstentions among the records with a gold kind.
+    let argmax = tom_kind["primary_right_argmax"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&argmax), "{tom_kind}");
+    let with_kinds = tom_kind["records_with_kinds"].as_u64().unwrap();
+    let abstained_with_kinds = tom_kind["abstained_with_kinds"].as_u64().unwrap();
+    assert!(
+        with_kinds > 0 && with_kinds <= held_out as u64,
+        "{tom_kind}"
+    );
+    assert!(abstained_with_kinds <= tom_kind["abstained"].as_u64().unwrap());
+    assert!(abstained_with_kinds <= with_kinds, "{tom_kind}");
     for head in ["affect", "intensity"] {
         assert!(
             report[0][head]["ece_before"].is_number(),

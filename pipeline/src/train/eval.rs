@@ -273,6 +273,11 @@ struct TomKindEval {
     with_kinds: usize,
     /// Of those, the ones whose primary tag is the gold primary.
     primary_right: usize,
+    /// Of those, the ones whose most likely kind (by the calibrated
+    /// P(right), abstention or not) is the gold primary.
+    argmax_right: usize,
+    /// Records with at least one gold kind on which the head abstained.
+    abstained_with_kinds: usize,
     /// Every (record, kind) decision before calibration.
     before: Reliability,
     /// Every (record, kind) decision after calibration.
@@ -289,6 +294,18 @@ impl TomKindEval {
             // The primary tag's kind is the gold primary; an abstention is a miss.
             if predicted.first() == gold.first() {
                 self.primary_right += 1;
+            }
+            if predicted.is_empty() {
+                self.abstained_with_kinds += 1;
+            }
+            let argmax = s
+                .tom_kind
+                .iter()
+                .enumerate()
+                .max_by(|a, b| a.1.total_cmp(b.1))
+                .map(|(i, _)| i);
+            if argmax == gold.first().copied() {
+                self.argmax_right += 1;
             }
         }
         for (i, (&p_cal, &z)) in s.tom_kind.iter().zip(&s.logits[0]).enumerate() {
@@ -309,6 +326,9 @@ impl TomKindEval {
         let (per, macro_f1) = multilabel_report(&labels, &self.gold, &self.predicted);
         json!({"macro_f1": macro_f1, "per_label": per, "abstained": self.abstained,
                "primary_right": ratio(self.primary_right, self.with_kinds),
+               "records_with_kinds": self.with_kinds,
+               "abstained_with_kinds": self.abstained_with_kinds,
+               "primary_right_argmax": ratio(self.argmax_right, self.with_kinds),
                "ece_before": self.before.ece(15), "ece_after": self.after.ece(15)})
     }
 }
