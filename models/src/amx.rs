@@ -77,17 +77,18 @@ impl Bf16x3Linear {
         let kp = k.div_ceil(AMX_K).max(1) * AMX_K;
         let np = n.div_ceil(AMX_COLS).max(1) * AMX_COLS;
         let steps = kp / AMX_K;
+        // Split once, row-major; then place each value in its tile.
+        let (mut h, mut l) = (vec![0u16; n * k], vec![0u16; n * k]);
+        simd::split_bf16(&w[..n * k], &mut h, &mut l);
         let mut hi = vec![0u16; kp * np];
         let mut lo = vec![0u16; kp * np];
-        let (mut h, mut l) = ([0u16; 1], [0u16; 1]);
         for j in 0..n {
             let (block, c) = (j / 16, j % 16);
-            for (i, &v) in w[j * k..(j + 1) * k].iter().enumerate() {
+            for i in 0..k {
                 let (step, r, p) = (i / AMX_K, (i % AMX_K) / 2, i % 2);
                 let at = (block * steps + step) * AMX_TILE + r * AMX_K + 2 * c + p;
-                simd::split_bf16(&[v], &mut h, &mut l);
-                hi[at] = h[0];
-                lo[at] = l[0];
+                hi[at] = h[j * k + i];
+                lo[at] = l[j * k + i];
             }
         }
         Self {
@@ -138,12 +139,8 @@ impl Bf16x3Linear {
         // A full block overwrites every value below; padding (missing
         // rows, `k` short of a whole tile) must be zero.
         let padded = rows < AMX_ROWS || k < kp;
-        for buf in [&mut s.a_hi, &mut s.a_lo] {
-            if padded {
-                buf.clear();
-            }
-            buf.resize(AMX_ROWS * kp, 0);
-        }
+        crate::quant::for_zeroed(&mut s.a_hi, AMX_ROWS * kp, padded);
+        crate::quant::for_zeroed(&mut s.a_lo, AMX_ROWS * kp, padded);
         // Row `r`'s values `32·step..` go to row `r % 16` of tile
         // `(r / 16, step)` (the layout `simd::bf16x3_block` reads).
         let steps = kp / AMX_K;

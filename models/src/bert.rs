@@ -172,16 +172,15 @@ impl Dense {
     /// (which chooses its own) otherwise.
     fn set_kernels(&mut self, kernels: crate::simd::Kernels) -> Result<()> {
         let amx = kernels.path() == crate::simd::Path::Amx;
-        *self =
-            match std::mem::replace(self, Self::F32(Tensor::zeros(0, DType::F32, &Device::Cpu)?)) {
-                Self::Int8(layer) => Self::Int8(layer.with_kernels(kernels)),
-                Self::F32(weight_t) if amx => Self::Amx(
-                    crate::amx::Bf16x3Linear::pack(&weight_t.t()?.contiguous()?, kernels)?,
-                    weight_t,
-                ),
-                Self::Amx(_, weight_t) if !amx => Self::F32(weight_t),
-                same => same,
-            };
+        *self = match &*self {
+            Self::Int8(layer) => Self::Int8(layer.clone().with_kernels(kernels)),
+            Self::F32(weight_t) if amx => Self::Amx(
+                crate::amx::Bf16x3Linear::pack(&weight_t.t()?.contiguous()?, kernels)?,
+                weight_t.clone(),
+            ),
+            Self::Amx(_, weight_t) if !amx => Self::F32(weight_t.clone()),
+            _ => return Ok(()),
+        };
         Ok(())
     }
 

@@ -36,7 +36,7 @@
 //! `256·high + low` is the same i32 as every other path's.
 //! The integer results are the same on every path.
 
-use crate::simd::{self, AMX_I8_K, AMX_I8_ROWS, Kernels, MR, NR, STEP};
+use crate::simd::{self, AMX_COLS, AMX_I8_K, AMX_I8_ROWS, Kernels, MR, NR, STEP};
 use candle_core::backend::BackendStorage as _;
 use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
@@ -76,7 +76,7 @@ pub struct QuantLinear {
     kernels: Kernels,
     /// On the `amx` path: the weights in the tile unit's int8 layout
     /// ([`simd::int8_amx_block`]), `k` padded to [`AMX_I8_K`] and `n` to
-    /// 32 with zeros.
+    /// [`AMX_COLS`] with zeros.
     amx: Option<Arc<AmxWeights>>,
 }
 
@@ -85,7 +85,7 @@ pub struct QuantLinear {
 struct AmxWeights {
     /// `k` rounded up to [`AMX_I8_K`].
     kp: usize,
-    /// `n` rounded up to 32.
+    /// `n` rounded up to [`AMX_COLS`].
     np: usize,
     /// `np / 16 × kp / 64` tiles of 1,024 bytes.
     tiles: Vec<i8>,
@@ -95,14 +95,14 @@ impl AmxWeights {
     /// From the `n × kp` weights of a layer (int8 values in i16 lanes).
     fn pack(weights: &[i16], n: usize, kp_in: usize) -> Self {
         let kp = kp_in.div_ceil(AMX_I8_K) * AMX_I8_K;
-        let np = n.div_ceil(32) * 32;
+        let np = n.div_ceil(AMX_COLS) * AMX_COLS;
         let steps = kp / AMX_I8_K;
         let mut tiles = vec![0i8; kp * np];
         for (j, row) in weights.chunks_exact(kp_in).enumerate() {
             let (block, c) = (j / 16, j % 16);
             for (i, &w) in row.iter().enumerate() {
                 let (step, r, q) = (i / AMX_I8_K, (i % AMX_I8_K) / 4, i % 4);
-                let at = (block * steps + step) * 16 * AMX_I8_K + r * 64 + c * 4 + q;
+                let at = (block * steps + step) * AMX_I8_ROWS * AMX_I8_K + r * AMX_I8_K + c * 4 + q;
                 // The values are within ±127 (quantize's clamp).
                 tiles[at] = w as i8;
             }
@@ -369,8 +369,9 @@ impl QuantLinear {
 }
 
 /// `buf` at length `len`, all zero if `zero`, else with whatever it held
-/// (the caller overwrites all of it).
-fn for_zeroed<T: Copy + Default>(buf: &mut Vec<T>, len: usize, zero: bool) {
+/// (the caller overwrites all of it): the split rows of an AMX block,
+/// which need zeros only where the block is padded.
+pub(crate) fn for_zeroed<T: Copy + Default>(buf: &mut Vec<T>, len: usize, zero: bool) {
     if zero {
         buf.clear();
     }

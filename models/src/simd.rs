@@ -20,7 +20,7 @@
 //! int8 encoder's output does not depend on the path.
 //!
 //! The f32 matrix products run in `gemm` (which picks its own kernels at
-//! run time, [`f32_matmul_path`]) on every path but `amx`. There they run
+//! run time, [`f32_products`]) on every path but `amx`. There they run
 //! on the AMX tile unit as three bf16 products (`x·w ≈ xₕ·wₕ + xₕ·wₗ +
 //! xₗ·wₕ`, each operand split into a bf16 head and a bf16 remainder,
 //! accumulated in f32): about 16 bits of each operand's mantissa, a
@@ -58,7 +58,7 @@ pub const NR: usize = 2;
 /// A kernel path, by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Path {
-    /// AMX tiles for the f32 products; AVX-512 VNNI for the int8 ones.
+    /// AMX tiles for the f32 and the int8 products.
     Amx,
     /// AVX-512 VNNI (`vpdpwssd` on zmm).
     Avx512Vnni,
@@ -297,15 +297,11 @@ pub fn selected() -> Result<Kernels, KernelsError> {
         .clone()
 }
 
-/// The kernels `gemm` runs the f32 matrix products with on this CPU (it
-/// chooses at run time). Its AVX-512 kernels sit behind its `x86-v4`
+/// How kernel path `k` runs the f32 matrix products, for the summary
+/// line: on the tile unit (`amx`), else in `gemm`, which chooses its own
+/// kernels at run time. gemm's AVX-512 kernels sit behind its `x86-v4`
 /// feature, which is off: measured on an AVX-512 Xeon they were 13 %
 /// slower here (models/PERF.md), so an AVX-512 CPU runs the FMA kernels.
-pub fn f32_matmul_path() -> &'static str {
-    if has_feature("fma") { "fma" } else { "scalar" }
-}
-
-/// How kernel path `k` runs the f32 matrix products, for the start line.
 pub fn f32_products(k: Kernels) -> &'static str {
     match k.path {
         Path::Amx => "amx bf16x3",
@@ -323,16 +319,16 @@ pub fn is_wide(k: Kernels) -> bool {
 /// Runs `f`, compiled with AVX-512F/BW enabled when path `k` has them
 /// ([`is_wide`]) and as the crate is compiled (AVX2) otherwise. `f` is
 /// inlined into a function with those features, so that the compiler
-/// vectorises its loops for zmm registers: the f32 epilogues (GELU, layer
-/// norm, attention) are plain Rust loops, and this is their one dispatch
-/// point. `f` should be marked `#[inline(always)]`.
+/// vectorises its loops for zmm registers: the GELU and layer-norm
+/// epilogues are plain Rust loops, and this is their one dispatch point.
+/// `f` should be marked `#[inline(always)]`.
 #[inline(always)]
 pub fn wide<R>(k: Kernels, f: impl FnOnce() -> R) -> R {
     #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
     if is_wide(k) {
         // SAFETY: `k` exists only if the CPU has its path's features
         // (Kernels::detect/force), and every wide path needs AVX-512F and
-        // BW; VL is on every CPU with BW.
+        // BW.
         return unsafe { x86::with_avx512(f) };
     }
     f()
@@ -527,8 +523,8 @@ pub const AMX_I8_K: usize = 64;
 ///   `W[16·block + c][64·step + 4r + q]`.
 /// - `c_hi`, `c_lo`: `AMX_I8_ROWS × np` i32, row-major; overwritten.
 ///
-/// `kp` a multiple of [`AMX_I8_K`], `np` of 32. Panics on another path or
-/// on wrong lengths (a caller's bug).
+/// `kp` a multiple of [`AMX_I8_K`], `np` of [`AMX_COLS`]. Panics on
+/// another path or on wrong lengths (a caller's bug).
 #[allow(clippy::too_many_arguments)]
 pub fn int8_amx_block(
     k: Kernels,
@@ -548,7 +544,7 @@ pub fn int8_amx_block(
     assert!(
         kp > 0
             && kp.is_multiple_of(AMX_I8_K)
-            && np.is_multiple_of(32)
+            && np.is_multiple_of(AMX_COLS)
             && a_hi.len() == AMX_I8_ROWS * kp
             && a_lo.len() == AMX_I8_ROWS * kp
             && b.len() == kp * np

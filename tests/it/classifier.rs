@@ -429,24 +429,18 @@ fn a_stated_wish_to_die_is_a_safety_record_from_the_rules_alone() {
         "p.yaml",
         "persona_memory_policy:\n  sensitive_content:\n    threshold: 1\n",
     );
-    let out = bin()
-        .current_dir(env.dir.path())
-        .args([
-            "annotate",
+    env.cmd(
+        "annotate",
+        &[
             "--policy",
             "p.yaml",
             "--input",
             "records.jsonl",
             "--out",
             "annotations.jsonl",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        ],
+    )
+    .ok();
     let anns = read_jsonl(&env.path("annotations.jsonl"));
     let safety = &anns[0]["sensitive"];
     assert_eq!(safety["category"], "mental_health_self_harm", "{safety}");

@@ -23,8 +23,9 @@ pub fn labels() -> Vec<String> {
 /// missed self-harm record costs more than a quarantined workout note).
 pub const DEFAULT_THRESHOLD: f64 = 0.35;
 
-/// The version of the identifier rules, part of the annotator id: a change
-/// of what the rules find redoes the records annotated under the old ones.
+/// The version of the rules (identifiers and self-harm statements), part
+/// of the annotator id: a change of what the rules find redoes the records
+/// annotated under the old ones.
 pub const RULES_VERSION: &str = "sensitive-rules-2";
 
 /// The lexical model's P(sensitive) of `text`, then of each of its
