@@ -125,6 +125,18 @@ pub enum Error {
         message: String,
     },
 
+    /// A head's training loss stopped being a finite number: the heads
+    /// it would give are not written.
+    #[error("training of the {head} head diverged: loss {loss} in epoch {epoch}")]
+    Diverged {
+        /// The head.
+        head: String,
+        /// The epoch, from 1.
+        epoch: usize,
+        /// The loss (NaN or infinite).
+        loss: f64,
+    },
+
     /// The heads' files are missing or do not fit their card.
     #[error("heads {}: {message}", path.display())]
     Heads {

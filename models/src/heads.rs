@@ -304,28 +304,35 @@ impl Head {
                             .iter()
                             .flat_map(|&i| ys[i as usize].iter().copied())
                             .collect();
-                        if flat.iter().any(|&v| v < 0.0) {
-                            // Unknown labels (-1) are left out of the loss.
-                            let mask: Vec<f32> = flat
-                                .iter()
-                                .map(|&v| if v < 0.0 { 0.0 } else { 1.0 })
-                                .collect();
-                            let kept = mask.iter().sum::<f32>().max(1.0);
-                            let y: Vec<f32> = flat.iter().map(|&v| v.max(0.0)).collect();
-                            let y = Tensor::from_vec(y, (chunk.len(), out), &Device::Cpu)?;
-                            let m = Tensor::from_vec(mask, (chunk.len(), out), &Device::Cpu)?;
-                            // max(z, 0) - z·y + log(1 + exp(-|z|)), per element.
-                            let per = ((logits.relu()? - (&logits * &y)?)?
-                                + ((logits.abs()?.neg()?.exp()? + 1.0)?.log()?))?;
-                            ((per * m)?.sum_all()? / f64::from(kept))?
-                        } else {
-                            let y = Tensor::from_vec(flat, (chunk.len(), out), &Device::Cpu)?;
-                            candle_nn::loss::binary_cross_entropy_with_logit(&logits, &y)?
-                        }
+                        // Unknown labels (-1) are left out of the loss.
+                        let mask: Vec<f32> = flat
+                            .iter()
+                            .map(|&v| if v < 0.0 { 0.0 } else { 1.0 })
+                            .collect();
+                        let kept = mask.iter().sum::<f32>().max(1.0);
+                        let y: Vec<f32> = flat.iter().map(|&v| v.max(0.0)).collect();
+                        let y = Tensor::from_vec(y, (chunk.len(), out), &Device::Cpu)?;
+                        let m = Tensor::from_vec(mask, (chunk.len(), out), &Device::Cpu)?;
+                        // max(z, 0) - z·y + log(1 + exp(-|z|)), per element:
+                        // finite for any logit. (candle's
+                        // `binary_cross_entropy_with_logit` takes the log of
+                        // the sigmoid, which is log 0 = -inf once a logit
+                        // passes about ±17 in f32, and the loss turns NaN.)
+                        let per = ((logits.relu()? - (&logits * &y)?)?
+                            + ((logits.abs()?.neg()?.exp()? + 1.0)?.log()?))?;
+                        ((per * m)?.sum_all()? / f64::from(kept))?
                     }
                 };
+                let value = f64::from(loss.to_scalar::<f32>()?);
+                if !value.is_finite() {
+                    return Err(Error::Diverged {
+                        head: spec.name.clone(),
+                        epoch: epoch + 1,
+                        loss: value,
+                    });
+                }
                 opt.backward_step(&loss)?;
-                total += loss.to_scalar::<f32>()? as f64;
+                total += value;
                 steps += 1;
             }
             on_epoch(epoch + 1, total / steps.max(1) as f64);

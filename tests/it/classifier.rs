@@ -186,6 +186,13 @@ fn train_writes_heads_and_a_card_that_eval_and_run_can_use() {
     // held-out styles.
     assert!(sensitive["lexical_terms"].as_u64().unwrap() > 10_000);
     assert!(sensitive["dev_lexical_only"]["recall"].as_f64().unwrap() > 0.5);
+    // Each category's word list is a feature of the lexical model, and
+    // the records taught every one of them to point towards sensitive.
+    let concepts = sensitive["lexical_concept_weights"].as_object().unwrap();
+    assert_eq!(concepts.len(), 9, "{concepts:?}");
+    for (category, w) in concepts {
+        assert!(w.as_f64().unwrap() > 0.0, "{category}: {w}");
+    }
     let edges = &card["edges"];
     assert!(edges["person_min"].as_f64().unwrap() >= 0.5);
     assert!(edges["memory_min_cosine"].as_f64().unwrap() > 0.0);

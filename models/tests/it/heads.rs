@@ -331,3 +331,61 @@ fn averaged_linear_heads_give_the_mean_of_their_logits() {
     assert!(Head::average(&[mlp]).is_err());
     assert!(Head::average(&[]).is_err());
 }
+
+// A multi-label head that becomes sure of its data (logits far past ±17,
+// where an f32 sigmoid is exactly 0 or 1) still has a finite loss: the
+// loss is computed from the logits, not from the log of the sigmoid.
+#[test]
+fn a_multi_label_head_sure_of_its_data_keeps_a_finite_loss() {
+    let (x, y) = blobs(64, 2, 3);
+    let x = (x * 40.0).unwrap();
+    let targets = Targets::Multi(
+        y.iter()
+            .map(|&c| vec![f32::from(c == 0), f32::from(c == 1)])
+            .collect(),
+    );
+    let opts = TrainOptions {
+        epochs: 60,
+        batch_size: 64,
+        learning_rate: 0.5,
+        weight_decay: 0.0,
+        ..Default::default()
+    };
+    let mut losses = Vec::new();
+    let head = Head::train(spec("kinds", 2, true, 0), &x, &targets, &opts, |_, l| {
+        losses.push(l)
+    })
+    .unwrap();
+    assert!(losses.iter().all(|l| l.is_finite()), "{losses:?}");
+    assert!(*losses.last().unwrap() < 1e-3, "{losses:?}");
+    // The head is sure: some logit is far past where the sigmoid saturates.
+    let z = head.logits(&x).unwrap().abs().unwrap().max_all().unwrap();
+    assert!(z.to_scalar::<f32>().unwrap() > 40.0);
+}
+
+// A loss that is not a number stops training with an error naming the
+// head and the epoch, instead of writing a head of NaNs.
+#[test]
+fn a_loss_that_is_not_a_number_stops_training_naming_the_head() {
+    let (x, y) = blobs(16, 2, 4);
+    let mut v: Vec<f32> = x.flatten_all().unwrap().to_vec1().unwrap();
+    v[5] = f32::NAN;
+    let x = Tensor::from_vec(v, (16, 8), &Device::Cpu).unwrap();
+    let targets = Targets::Single {
+        labels: y,
+        weights: vec![1.0; 16],
+    };
+    let err = Head::train(
+        spec("intensity", 2, false, 0),
+        &x,
+        &targets,
+        &TrainOptions::default(),
+        |_, _| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("intensity head diverged") && err.contains("epoch 1"),
+        "{err}"
+    );
+}

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 use tomlite_models::data::{SensitivityRecord, read_sensitivity};
 use tomlite_models::heads::{Head, HeadSpec, Targets, TrainOptions};
-use tomlite_models::lexical::{Lexical, LexicalOptions};
+use tomlite_models::lexical::{Concepts, Lexical, LexicalOptions};
 use tomlite_models::metrics::{ece, fit_temperature_softmax, softmax_t};
 use tomlite_models::{Encoder, Rows};
 
@@ -43,6 +43,51 @@ pub fn may_be_sensitive(text: &str) -> bool {
     static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     RE.get_or_init(|| regex::Regex::new(MAYBE_SENSITIVE).expect("a valid pattern"))
         .is_match(text)
+}
+
+/// Words of each sensitive category (`sensitive_lexicon.json`): the
+/// lexical model's word lists, one feature per category, so that a word no
+/// training record holds ("epilepsy", "insolvency") still counts as its
+/// category's. Written from the categories' definitions alone, not from
+/// the labeled records; stored in the fitted model, so changing it
+/// changes the model (and the annotator id) only when the heads are
+/// trained again.
+const SENSITIVE_LEXICON: &str = include_str!("sensitive_lexicon.json");
+
+/// [`SENSITIVE_LEXICON`] as word lists, in [`SENSITIVE_CATEGORIES`]'s
+/// order.
+///
+/// # Errors
+/// The file does not parse, names a category outside the vocabulary or
+/// misses one, or has an entry that is not one lower-case word.
+pub fn sensitive_concepts() -> Result<Concepts, LearnError> {
+    concepts_from(SENSITIVE_LEXICON)
+}
+
+fn concepts_from(json: &str) -> Result<Concepts, LearnError> {
+    let invalid = |reason: String| {
+        LearnError::from(tomlite_models::Error::InvalidOptions {
+            reason: format!("sensitive_lexicon.json: {reason}"),
+        })
+    };
+    let mut lists: std::collections::BTreeMap<String, Vec<String>> =
+        serde_json::from_str(json).map_err(|e| invalid(e.to_string()))?;
+    if let Some(other) = lists
+        .keys()
+        .find(|k| !SENSITIVE_CATEGORIES.contains(&k.as_str()))
+    {
+        return Err(invalid(format!("{other:?} is not a sensitive category")));
+    }
+    let ordered = SENSITIVE_CATEGORIES
+        .iter()
+        .map(|c| {
+            lists
+                .remove(*c)
+                .map(|words| (c.to_string(), words))
+                .ok_or_else(|| invalid(format!("category {c:?} is missing")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Concepts::new(ordered).map_err(|e| invalid(e.to_string()))
 }
 
 /// Reads every sensitivity file, the file's path with each record.
@@ -117,7 +162,10 @@ pub fn train_head(
     let lexical = Lexical::train(
         &lexical_texts.iter().map(String::as_str).collect::<Vec<_>>(),
         &lexical_labels,
-        &LexicalOptions::default(),
+        &LexicalOptions {
+            concepts: sensitive_concepts()?,
+            ..LexicalOptions::default()
+        },
     )?;
     let spec = HeadSpec {
         name: "sensitive".into(),
@@ -171,6 +219,13 @@ pub fn train_head(
         dev_lexical["control_false_positive_rate"],
     ));
     let terms = lexical.terms();
+    // What each category's word list learned (null: no training text
+    // holds one of its words).
+    let concept_weights: serde_json::Map<String, Value> = lexical
+        .concepts()
+        .names()
+        .map(|n| (n.to_string(), json!(lexical.concept_weight(n).map(round4f))))
+        .collect();
     Ok(Some(Trained {
         head,
         lexical,
@@ -183,6 +238,7 @@ pub fn train_head(
             "dev_record_vector_only": dev_figures,
             "lexical_examples": lexical_texts.len(),
             "lexical_terms": terms,
+            "lexical_concept_weights": concept_weights,
             "dev_lexical_only": dev_lexical,
         }),
     }))
@@ -491,9 +547,32 @@ pub fn eval(clf: &mut Classifier, files: &[PathBuf], dev: bool) -> Result<Value,
     Ok(json!({"sensitivity": out}))
 }
 
+fn round4f(x: f32) -> f64 {
+    round4(f64::from(x))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_lexicon_names_every_category_in_order_and_bad_files_are_refused() {
+        let c = sensitive_concepts().unwrap();
+        assert_eq!(c.names().collect::<Vec<_>>(), SENSITIVE_CATEGORIES);
+        let err = |json: &str| concepts_from(json).unwrap_err().to_string();
+        assert!(err("[").contains("sensitive_lexicon.json"));
+        assert!(
+            err(r#"{"weather": ["rain"]}"#).contains("\"weather\" is not a sensitive category")
+        );
+        assert!(err(r#"{"health": ["chemo"]}"#).contains("is missing"));
+        let mut all: serde_json::Map<String, Value> = SENSITIVE_CATEGORIES
+            .iter()
+            .map(|c| (c.to_string(), json!(["word"])))
+            .collect();
+        assert!(concepts_from(&Value::Object(all.clone()).to_string()).is_ok());
+        all.insert("health".into(), json!(["Two Words"]));
+        assert!(err(&Value::Object(all).to_string()).contains("\"Two Words\""));
+    }
 
     #[test]
     fn figures_count_recall_per_category_and_false_positives_on_controls() {
