@@ -35,8 +35,13 @@ pub const PERSON_PRECISION: f64 = 0.85;
 /// precision over the ranked queries, not a pointwise P(link right): a
 /// fine-tuned encoder spreads the cosines differently (its logistic fit
 /// never reached 0.3 and no link was proposed) while ranking about as
-/// well as the base encoder.
-pub const MEMORY_LINK_MIN_PRECISION: f64 = 0.25;
+/// well as the base encoder. One fifth, about three times the rate at
+/// which a query's nearest earlier memory is its gold link (7 % of the
+/// training queries): at a quarter the cut hung on one query at the top
+/// of the ranking (two fine-tuned encoders with 8 right links in their 60
+/// surest each: one had 4 right in its top 16 and proposed 16, the other
+/// 3 and proposed none).
+pub const MEMORY_LINK_MIN_PRECISION: f64 = 0.2;
 
 /// The fewest training proposals [`MEMORY_LINK_MIN_PRECISION`] is read
 /// over: the top one or two alone say little.
@@ -660,6 +665,16 @@ fn memory_links(t: &EdgeTraining<'_>, progress: &mut dyn FnMut(&str)) -> MemoryL
     }
 }
 
+/// Whether a labeled record can be a memory-link query: a record of a set
+/// labeled for links (`data/training/tom_lite`, whose thread records carry
+/// gold `links_to` and whose other records have none). The style sets
+/// (`style` set) were labeled without links: a follow-up there has no
+/// gold link, and counting its nearest earlier memory as a wrong link
+/// would teach the threshold that real follow-ups are mistakes.
+fn is_link_labeled(r: &LabeledRecord) -> bool {
+    r.style.is_none()
+}
+
 /// The memory-link queries of the training records (see [`LinkQuery`]).
 fn link_queries(t: &EdgeTraining<'_>) -> Vec<LinkQuery> {
     let record_index: std::collections::HashMap<&str, usize> = t
@@ -677,6 +692,9 @@ fn link_queries(t: &EdgeTraining<'_>) -> Vec<LinkQuery> {
         let Some(&g) = record_index.get(q.id.as_str()) else {
             continue;
         };
+        if !is_link_labeled(q) {
+            continue;
+        }
         if !q
             .gold
             .tom_kinds
@@ -787,17 +805,32 @@ pub fn same_name(found: &str, gold: &str) -> bool {
 mod tests {
     use super::*;
 
+    // Only records of a set labeled for links are memory-link queries.
+    #[test]
+    fn records_of_the_style_sets_are_not_memory_link_queries() {
+        let line = |style: &str| {
+            format!(
+                r#"{{"id": "r1", "persona_id": "ada", "kind": "journal", "source_path": "j/1.md", "created_at": "2026-01-01T00:00:00Z", "text": "Still waiting on the visa.", "gold": {{"tom_kinds": ["unresolved_thread"], "affect": "anxious", "intensity": "medium", "source_quote": "Still waiting on the visa.", "source_quotes": ["Still waiting on the visa."], "people": []}}{style}}}"#
+            )
+        };
+        let plain: LabeledRecord = serde_json::from_str(&line("")).unwrap();
+        let styled: LabeledRecord =
+            serde_json::from_str(&line(r#", "style": "travel_log""#)).unwrap();
+        assert!(is_link_labeled(&plain));
+        assert!(!is_link_labeled(&styled));
+    }
+
     // The threshold is the lowest cosine whose proposals at or above it
-    // (ten at least) are right a quarter of the time.
+    // (ten at least) are right a fifth of the time.
     #[test]
     fn the_memory_link_threshold_is_the_lowest_cosine_with_enough_right_above_it() {
-        // 0.99 .. 0.80 descending; right at ranks 1, 2, 5 and 12.
-        let q: Vec<(f64, bool)> = (0..20)
-            .map(|i| (0.99 - 0.01 * i as f64, [0, 1, 4, 11].contains(&i)))
+        // 0.99 .. 0.76 descending; right at ranks 1, 5, 12 and 16.
+        let q: Vec<(f64, bool)> = (0..24)
+            .map(|i| (0.99 - 0.01 * i as f64, [0, 4, 11, 15].contains(&i)))
             .collect();
-        // Top 12: 4 right (0.33); top 16: 4 of 16 = 0.25; top 17: 0.235.
+        // Top 16: 4 right (0.25); top 20: 4 of 20 = 0.2; top 21: 0.19.
         let t = ranked_min_cosine(&q);
-        assert!((t - 0.84).abs() < 1e-9, "{t}");
+        assert!((t - 0.80).abs() < 1e-9, "{t}");
         // Order does not matter.
         let mut rev = q.clone();
         rev.reverse();
@@ -809,7 +842,7 @@ mod tests {
         assert_eq!(ranked_min_cosine(&[]), 1.0);
         // A cut is never placed between tied cosines.
         let mut tied = q.clone();
-        tied[16].0 = tied[15].0;
-        assert!((ranked_min_cosine(&tied) - 0.85).abs() < 1e-9);
+        tied[20].0 = tied[19].0;
+        assert!((ranked_min_cosine(&tied) - 0.81).abs() < 1e-9);
     }
 }
