@@ -114,7 +114,7 @@ impl Default for FineTuneConfig {
         Self {
             epochs: lib.epochs,
             seed: lib.seed,
-            goemotions: 8_000,
+            goemotions: 12_000,
             batch_size: lib.batch_size,
             max_tokens: lib.max_tokens,
             resume: false,
