@@ -625,3 +625,86 @@ fn tomlite_kernels_forces_a_path_with_the_same_annotations_or_fails_naming_itsel
         "{stderr}"
     );
 }
+
+// `eval` breaks its figures down by the records' style: each style's
+// counts and how often each field is right, in JSON and in the summary;
+// records without a style are in the totals only.
+#[test]
+fn eval_reports_each_style_of_its_records() {
+    model_present();
+    let env = Env::new();
+    let read = |p: &str| -> Vec<Value> {
+        std::fs::read_to_string(repo().join(p))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let styled = read("data/training/styles/part-a.jsonl");
+    let of_style =
+        |s: &str| -> Vec<&Value> { styled.iter().filter(|r| r["style"] == s).take(7).collect() };
+    let (bullets, chats) = (of_style("bullet_session"), of_style("chat_excerpt"));
+    let plain = read("data/training/tom_lite/part-a.jsonl");
+    let lines: Vec<String> = bullets
+        .iter()
+        .chain(&chats)
+        .copied()
+        .chain(plain.iter().take(5))
+        .map(|r| r.to_string())
+        .collect();
+    let data = env.write("styled.jsonl", lines.join("\n") + "\n");
+    let eval = |json: bool| {
+        let mut cmd = bin();
+        cmd.current_dir(env.dir.path())
+            .args(["eval", "--data", data.to_str().unwrap()]);
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let report: Value = serde_json::from_slice(&eval(true)).unwrap();
+    let set = &report[0];
+    assert_eq!(set["records"], 19);
+    let styles = set["by_style"].as_object().unwrap();
+    assert_eq!(
+        styles.keys().collect::<Vec<_>>(),
+        ["bullet_session", "chat_excerpt"]
+    );
+    let mut right = 0.0;
+    for (style, records) in [("bullet_session", &bullets), ("chat_excerpt", &chats)] {
+        let m = &styles[style];
+        assert_eq!(m["records"], 7, "{style}");
+        let with_kinds = records
+            .iter()
+            .filter(|r| !r["gold"]["tom_kinds"].as_array().unwrap().is_empty())
+            .count();
+        assert_eq!(m["records_with_kinds"], with_kinds, "{style}");
+        for field in [
+            "primary_right",
+            "primary_right_argmax",
+            "affect_right",
+            "intensity_right",
+        ] {
+            let x = m[field].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&x), "{style} {field} {x}");
+        }
+        right += m["primary_right"].as_f64().unwrap() * with_kinds as f64;
+    }
+    // The styles' right primaries are among the whole set's.
+    let total = set["tom_kind"]["primary_right"].as_f64().unwrap()
+        * set["tom_kind"]["records_with_kinds"].as_f64().unwrap();
+    assert!(right <= total + 1e-9, "{right} > {total}");
+    let text = String::from_utf8(eval(false)).unwrap();
+    assert!(text.contains("by style"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.trim_start().starts_with("chat_excerpt") && l.contains(" 7 ")),
+        "{text}"
+    );
+}

@@ -330,6 +330,27 @@ pub fn print_eval(sets: &[Value]) {
         if !edges.is_null() {
             print_edges(edges);
         }
+        print_styles(&set["by_style"]);
+    }
+}
+
+/// One line per style of the records: primary kind right (strict and by
+/// the most likely kind), affect and intensity right.
+fn print_styles(styles: &Value) {
+    let Some(styles) = styles.as_object().filter(|s| !s.is_empty()) else {
+        return;
+    };
+    let f = |v: &Value| v.as_f64().map_or("-".to_string(), |x| format!("{x:.3}"));
+    println!("by style   records  primary right (most likely kind)  affect  intensity");
+    for (style, m) in styles {
+        println!(
+            "  {style:24} {:>5}  {} ({})  {}  {}",
+            m["records"].as_u64().unwrap_or(0),
+            f(&m["primary_right"]),
+            f(&m["primary_right_argmax"]),
+            f(&m["affect_right"]),
+            f(&m["intensity_right"]),
+        );
     }
 }
 

@@ -413,6 +413,34 @@ struct RecordsEval<'a> {
     /// are not labeled for sensitivity: a rate to watch, not an error rate).
     sensitive_detected: usize,
     edges: EdgeEval,
+    /// The records of each style (records that name one).
+    by_style: std::collections::BTreeMap<String, StyleEval>,
+}
+
+/// One style's records: how often each field is right.
+#[derive(Default)]
+struct StyleEval {
+    records: usize,
+    with_kinds: usize,
+    /// The primary tag is the gold primary (an abstention is a miss).
+    primary_right: usize,
+    /// The most likely kind is the gold primary.
+    argmax_right: usize,
+    affect_right: usize,
+    intensity_right: usize,
+}
+
+impl StyleEval {
+    fn report(&self) -> serde_json::Value {
+        json!({
+            "records": self.records,
+            "records_with_kinds": self.with_kinds,
+            "primary_right": ratio(self.primary_right, self.with_kinds),
+            "primary_right_argmax": ratio(self.argmax_right, self.with_kinds),
+            "affect_right": ratio(self.affect_right, self.records),
+            "intensity_right": ratio(self.intensity_right, self.records),
+        })
+    }
 }
 
 impl RecordsEval<'_> {
@@ -468,6 +496,25 @@ impl RecordsEval<'_> {
             self.intensity.add(g, &s.intensity, &s.logits[2]);
         }
         self.add_decision(r, &rec, ann, !gold_kinds.is_empty());
+        if let Some(style) = &r.style {
+            let right = |labels: &[String], gold: &str, p: &[f32]| {
+                position(labels, gold) == Some(tomlite_models::metrics::argmax(p).0)
+            };
+            let e = self.by_style.entry(style.clone()).or_default();
+            e.records += 1;
+            e.affect_right += usize::from(right(&self.affect_labels, &r.gold.affect, &s.affect));
+            e.intensity_right += usize::from(right(
+                &self.intensity_labels,
+                &r.gold.intensity,
+                &s.intensity,
+            ));
+            if let Some(&gold) = gold_kinds.first() {
+                e.with_kinds += 1;
+                e.primary_right += usize::from(predicted_kinds.first() == Some(&gold));
+                e.argmax_right +=
+                    usize::from(tomlite_models::metrics::argmax(&s.tom_kind).0 == gold);
+            }
+        }
         self.tom_kind.add(gold_kinds, predicted_kinds, s);
     }
 
@@ -504,6 +551,11 @@ impl RecordsEval<'_> {
                 },
             },
             "policy": self.promotions.report(self.tom_kind.with_kinds),
+            "by_style": self
+                .by_style
+                .iter()
+                .map(|(k, v)| (k.clone(), v.report()))
+                .collect::<serde_json::Map<_, _>>(),
             "edges": if self.nodes.registry.is_some() { self.edges.report(records) } else { serde_json::Value::Null },
         })
     }
@@ -572,6 +624,7 @@ pub fn eval_records(
         promotions: PolicyEval::default(),
         sensitive_detected: 0,
         edges: EdgeEval::default(),
+        by_style: Default::default(),
     };
     for chunk in records.chunks(64) {
         let texts: Vec<&str> = chunk.iter().map(|r| r.text.as_str()).collect();
