@@ -708,3 +708,73 @@ fn eval_reports_each_style_of_its_records() {
         "{text}"
     );
 }
+
+// `eval --sensitivity` measures the detector as it runs: recall per
+// category and false positives on the controls at the policy's threshold,
+// and how its confidence trades one against the other, which reads the
+// same at that threshold.
+#[test]
+fn eval_sensitivity_reports_the_detector_and_its_trade_off() {
+    model_present();
+    let env = Env::new();
+    let records: Vec<Value> = std::fs::read_to_string(repo().join("data/sensitivity/part-a.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .take(40)
+        .collect();
+    let sensitive = records
+        .iter()
+        .filter(|r| r["sensitivity"]["sensitive"] == true)
+        .count();
+    assert!(sensitive > 5 && sensitive < 35, "{sensitive}");
+    let lines: Vec<String> = records.iter().map(Value::to_string).collect();
+    let data = env.write("sens.jsonl", lines.join("\n") + "\n");
+    let eval = |json: bool| {
+        let mut cmd = bin();
+        cmd.current_dir(env.dir.path())
+            .args(["eval", "--sensitivity", data.to_str().unwrap()]);
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let report: Value = serde_json::from_slice(&eval(true)).unwrap();
+    let s = &report[0]["sensitivity"];
+    assert_eq!(s["records"], 40);
+    assert_eq!(s["sensitive"], sensitive);
+    assert_eq!(s["controls"], 40 - sensitive);
+    let support: u64 = s["per_category"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|c| c["support"].as_u64().unwrap())
+        .sum();
+    assert_eq!(support, sensitive as u64);
+    let t = &s["trade_off"];
+    let auc = t["auc"].as_f64().unwrap();
+    assert!((0.5..=1.0).contains(&auc), "{auc}");
+    let rows = t["at_thresholds"].as_array().unwrap();
+    assert_eq!(rows.len(), 7);
+    let at = rows
+        .iter()
+        .find(|r| r["threshold"] == s["threshold"])
+        .unwrap();
+    assert_eq!(at["recall"], s["recall"]);
+    assert_eq!(
+        at["control_false_positive_rate"],
+        s["control_false_positive_rate"]
+    );
+    // Recall never rises with the threshold.
+    let recalls: Vec<f64> = rows.iter().map(|r| r["recall"].as_f64().unwrap()).collect();
+    assert!(recalls.windows(2).all(|w| w[0] >= w[1]), "{recalls:?}");
+    let text = String::from_utf8(eval(false)).unwrap();
+    assert!(text.contains("trade-off  AUC"), "{text}");
+    assert!(text.contains("P >= 0.35"), "{text}");
+}

@@ -470,4 +470,24 @@ fn print_sensitivity(measures: &Value) {
             measure["recall"], measure["support"]
         );
     }
+    let trade = &measures["trade_off"];
+    if trade.is_null() {
+        return;
+    }
+    println!(
+        "trade-off  AUC {}; at most {} of controls flagged: P >= {} finds {}",
+        trade["auc"],
+        trade["recall_at_controls_flagged_at_most"]["controls"],
+        trade["recall_at_controls_flagged_at_most"]["at"]["threshold"],
+        trade["recall_at_controls_flagged_at_most"]["at"]["recall"],
+    );
+    for row in trade["at_thresholds"].as_array().into_iter().flatten() {
+        println!(
+            "    P >= {:<5} recall {}  self-harm {}  controls flagged {}",
+            row["threshold"],
+            row["recall"],
+            row["mental_health_self_harm_recall"],
+            row["control_false_positive_rate"]
+        );
+    }
 }

@@ -465,12 +465,92 @@ fn ratio(a: usize, b: usize) -> Value {
     }
 }
 
+/// Thresholds at which [`trade_off`] reads recall and false positives.
+pub const TRADE_OFF_THRESHOLDS: [f64; 7] = [0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5];
+
+/// Share of the hard controls a threshold may flag in [`trade_off`]'s
+/// `recall_at_controls_flagged_at_most`.
+pub const CONTROLS_FLAGGED_AT_MOST: f64 = 0.1;
+
+/// How the detector's confidence (`scores`: a record's detection's
+/// confidence, else its P(sensitive)) ranks sensitive records (`gold` > 0)
+/// above controls: the AUC (ties count a half), recall, self-harm recall
+/// and controls flagged at each of [`TRADE_OFF_THRESHOLDS`], and the
+/// recall of the lowest threshold that flags at most
+/// [`CONTROLS_FLAGGED_AT_MOST`] of the controls. `Null` without both
+/// classes.
+pub fn trade_off(scores: &[f64], gold: &[usize]) -> Value {
+    let pos: Vec<f64> = (0..gold.len())
+        .filter(|&i| gold[i] > 0)
+        .map(|i| scores[i])
+        .collect();
+    let neg: Vec<f64> = (0..gold.len())
+        .filter(|&i| gold[i] == 0)
+        .map(|i| scores[i])
+        .collect();
+    if pos.is_empty() || neg.is_empty() {
+        return Value::Null;
+    }
+    let pairs: f64 = pos
+        .iter()
+        .map(|&p| {
+            neg.iter()
+                .map(|&n| match p.total_cmp(&n) {
+                    std::cmp::Ordering::Greater => 1.0,
+                    std::cmp::Ordering::Equal => 0.5,
+                    std::cmp::Ordering::Less => 0.0,
+                })
+                .sum::<f64>()
+        })
+        .sum();
+    let auc = pairs / (pos.len() * neg.len()) as f64;
+    let at_least = |v: &[f64], t: f64| v.iter().filter(|&&x| x >= t).count();
+    let self_harm = SENSITIVE_CATEGORIES
+        .iter()
+        .position(|c| *c == crate::vocab::SAFETY_CATEGORY)
+        .map(|c| c + 1);
+    let safety: Vec<f64> = (0..gold.len())
+        .filter(|&i| Some(gold[i]) == self_harm)
+        .map(|i| scores[i])
+        .collect();
+    let rows: Vec<Value> = TRADE_OFF_THRESHOLDS
+        .iter()
+        .map(|&t| {
+            json!({
+                "threshold": t,
+                "recall": ratio(at_least(&pos, t), pos.len()),
+                "mental_health_self_harm_recall": ratio(at_least(&safety, t), safety.len()),
+                "control_false_positive_rate": ratio(at_least(&neg, t), neg.len()),
+            })
+        })
+        .collect();
+    // The lowest score that, as a threshold, flags few enough controls.
+    let allowed = (CONTROLS_FLAGGED_AT_MOST * neg.len() as f64).floor() as usize;
+    let lowest = scores
+        .iter()
+        .copied()
+        .filter(|&t| at_least(&neg, t) <= allowed)
+        .fold(f64::INFINITY, f64::min);
+    let at_most = if lowest.is_finite() {
+        json!({"threshold": round4(lowest), "recall": ratio(at_least(&pos, lowest), pos.len()),
+               "control_false_positive_rate": ratio(at_least(&neg, lowest), neg.len())})
+    } else {
+        Value::Null
+    };
+    json!({
+        "auc": round4(auc),
+        "at_thresholds": rows,
+        "recall_at_controls_flagged_at_most": {"controls": CONTROLS_FLAGGED_AT_MOST, "at": at_most},
+    })
+}
+
 /// `tomlite eval --sensitivity`: the detector as the classifier runs it
 /// (head, lexical model and rules) on labeled records (only the held-out
 /// styles with `dev`): recall overall and per category and false positives
 /// on the hard controls, of its detections; the ECE of P(sensitive); how
 /// often a detected sensitive record gets its gold category; and, under
-/// `model_only`, recall and false positives of P(sensitive) alone.
+/// `model_only`, recall and false positives of P(sensitive) alone;
+/// `trade_off` ([`trade_off`]) on the detector's confidence.
 pub fn eval(clf: &mut Classifier, files: &[PathBuf], dev: bool) -> Result<Value, LearnError> {
     let records: Vec<SensitivityRecord> = read_all(files)?
         .into_iter()
@@ -486,6 +566,7 @@ pub fn eval(clf: &mut Classifier, files: &[PathBuf], dev: bool) -> Result<Value,
     let mut p = Vec::with_capacity(records.len());
     let mut gold = Vec::with_capacity(records.len());
     let mut detected = Vec::with_capacity(records.len());
+    let mut confidence = Vec::with_capacity(records.len());
     let (mut right_category, mut detected_sensitive) = (0usize, 0usize);
     let mut quote_hits = 0usize;
     for (chunk, recs) in texts.chunks(64).zip(records.chunks(64)) {
@@ -496,6 +577,12 @@ pub fn eval(clf: &mut Classifier, files: &[PathBuf], dev: bool) -> Result<Value,
             gold.push(g);
             let found = clf.detect_sensitive(text, s);
             detected.push(found.is_some());
+            confidence.push(
+                found
+                    .as_ref()
+                    .and_then(|f| f.confidence)
+                    .unwrap_or(p[p.len() - 1]),
+            );
             if g > 0
                 && let Some(found) = found
             {
@@ -531,6 +618,7 @@ pub fn eval(clf: &mut Classifier, files: &[PathBuf], dev: bool) -> Result<Value,
                     model_only["per_category"]["mental_health_self_harm"]["recall"],
             }),
         );
+        o.insert("trade_off".into(), trade_off(&confidence, &gold));
         o.insert("data".into(), json!(source));
         o.insert("split".into(), json!(if dev { "dev" } else { "all" }));
         o.insert("records".into(), json!(records.len()));
@@ -554,6 +642,45 @@ fn round4f(x: f32) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_trade_off_ranks_reads_each_threshold_and_the_controls_limit() {
+        let self_harm = 2; // mental_health_self_harm, after `health`
+        assert_eq!(
+            SENSITIVE_CATEGORIES[self_harm - 1],
+            "mental_health_self_harm"
+        );
+        // 4 sensitive (one self-harm), 10 controls.
+        let scores = [
+            0.9, 0.45, 0.3, 0.22, // sensitive
+            0.6, 0.34, 0.3, 0.1, 0.1, 0.1, 0.05, 0.05, 0.0, 0.0, // controls
+        ];
+        let gold = [1, self_harm, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        let t = trade_off(&scores, &gold);
+        // Pairs: 0.9 beats 10; 0.45 beats 9; 0.3 beats 7 and ties 1; 0.22 beats 7.
+        assert_eq!(t["auc"], round4((10.0 + 9.0 + 7.5 + 7.0) / 40.0));
+        let at = |x: f64| {
+            t["at_thresholds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["threshold"] == x)
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(at(0.3)["recall"], 0.75);
+        assert_eq!(at(0.3)["control_false_positive_rate"], 0.3);
+        assert_eq!(at(0.35)["recall"], 0.5);
+        assert_eq!(at(0.35)["mental_health_self_harm_recall"], 1.0);
+        assert_eq!(at(0.5)["mental_health_self_harm_recall"], 0.0);
+        // At most 1 of 10 controls: the lowest such threshold is 0.45
+        // (0.34 would flag two).
+        let lim = &t["recall_at_controls_flagged_at_most"]["at"];
+        assert_eq!(lim["threshold"], 0.45);
+        assert_eq!(lim["recall"], 0.5);
+        assert_eq!(lim["control_false_positive_rate"], 0.1);
+        assert!(trade_off(&[0.5], &[0]).is_null());
+    }
 
     #[test]
     fn the_lexicon_names_every_category_in_order_and_bad_files_are_refused() {
