@@ -626,37 +626,12 @@ fn tomlite_kernels_forces_a_path_with_the_same_annotations_or_fails_naming_itsel
     );
 }
 
-// `eval` breaks its figures down by the records' style: each style's
-// counts and how often each field is right, in JSON and in the summary;
-// records without a style are in the totals only.
-#[test]
-fn eval_reports_each_style_of_its_records() {
-    model_present();
-    let env = Env::new();
-    let read = |p: &str| -> Vec<Value> {
-        std::fs::read_to_string(repo().join(p))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    };
-    let styled = read("data/training/styles/part-a.jsonl");
-    let of_style =
-        |s: &str| -> Vec<&Value> { styled.iter().filter(|r| r["style"] == s).take(7).collect() };
-    let (bullets, chats) = (of_style("bullet_session"), of_style("chat_excerpt"));
-    let plain = read("data/training/tom_lite/part-a.jsonl");
-    let lines: Vec<String> = bullets
-        .iter()
-        .chain(&chats)
-        .copied()
-        .chain(plain.iter().take(5))
-        .map(|r| r.to_string())
-        .collect();
-    let data = env.write("styled.jsonl", lines.join("\n") + "\n");
-    let eval = |json: bool| {
+/// `tomlite eval ARGS --json` and `tomlite eval ARGS` in `env`: the JSON
+/// report and the summary, each run checked to succeed.
+fn eval_both(env: &Env, args: &[&str]) -> (Value, String) {
+    let run = |json: bool| {
         let mut cmd = bin();
-        cmd.current_dir(env.dir.path())
-            .args(["eval", "--data", data.to_str().unwrap()]);
+        cmd.current_dir(env.dir.path()).arg("eval").args(args);
         if json {
             cmd.arg("--json");
         }
@@ -668,7 +643,33 @@ fn eval_reports_each_style_of_its_records() {
         );
         out.stdout
     };
-    let report: Value = serde_json::from_slice(&eval(true)).unwrap();
+    (
+        serde_json::from_slice(&run(true)).unwrap(),
+        String::from_utf8(run(false)).unwrap(),
+    )
+}
+
+// `eval` breaks its figures down by the records' style: each style's
+// counts and how often each field is right, in JSON and in the summary;
+// records without a style are in the totals only.
+#[test]
+fn eval_reports_each_style_of_its_records() {
+    model_present();
+    let env = Env::new();
+    let styled = read_jsonl(&repo().join("data/training/styles/part-a.jsonl"));
+    let of_style =
+        |s: &str| -> Vec<&Value> { styled.iter().filter(|r| r["style"] == s).take(7).collect() };
+    let (bullets, chats) = (of_style("bullet_session"), of_style("chat_excerpt"));
+    let plain = read_jsonl(&repo().join("data/training/tom_lite/part-a.jsonl"));
+    let lines: Vec<String> = bullets
+        .iter()
+        .chain(&chats)
+        .copied()
+        .chain(plain.iter().take(5))
+        .map(|r| r.to_string())
+        .collect();
+    let data = env.write("styled.jsonl", lines.join("\n") + "\n");
+    let (report, text) = eval_both(&env, &["--data", data.to_str().unwrap()]);
     let set = &report[0];
     assert_eq!(set["records"], 19);
     let styles = set["by_style"].as_object().unwrap();
@@ -700,7 +701,6 @@ fn eval_reports_each_style_of_its_records() {
     let total = set["tom_kind"]["primary_right"].as_f64().unwrap()
         * set["tom_kind"]["records_with_kinds"].as_f64().unwrap();
     assert!(right <= total + 1e-9, "{right} > {total}");
-    let text = String::from_utf8(eval(false)).unwrap();
     assert!(text.contains("by style"), "{text}");
     assert!(
         text.lines()
@@ -717,12 +717,8 @@ fn eval_reports_each_style_of_its_records() {
 fn eval_sensitivity_reports_the_detector_and_its_trade_off() {
     model_present();
     let env = Env::new();
-    let records: Vec<Value> = std::fs::read_to_string(repo().join("data/sensitivity/part-a.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .take(40)
-        .collect();
+    let mut records = read_jsonl(&repo().join("data/sensitivity/part-a.jsonl"));
+    records.truncate(40);
     let sensitive = records
         .iter()
         .filter(|r| r["sensitivity"]["sensitive"] == true)
@@ -730,22 +726,7 @@ fn eval_sensitivity_reports_the_detector_and_its_trade_off() {
     assert!(sensitive > 5 && sensitive < 35, "{sensitive}");
     let lines: Vec<String> = records.iter().map(Value::to_string).collect();
     let data = env.write("sens.jsonl", lines.join("\n") + "\n");
-    let eval = |json: bool| {
-        let mut cmd = bin();
-        cmd.current_dir(env.dir.path())
-            .args(["eval", "--sensitivity", data.to_str().unwrap()]);
-        if json {
-            cmd.arg("--json");
-        }
-        let out = cmd.output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out.stdout
-    };
-    let report: Value = serde_json::from_slice(&eval(true)).unwrap();
+    let (report, text) = eval_both(&env, &["--sensitivity", data.to_str().unwrap()]);
     let s = &report[0]["sensitivity"];
     assert_eq!(s["records"], 40);
     assert_eq!(s["sensitive"], sensitive);
@@ -774,7 +755,6 @@ fn eval_sensitivity_reports_the_detector_and_its_trade_off() {
     // Recall never rises with the threshold.
     let recalls: Vec<f64> = rows.iter().map(|r| r["recall"].as_f64().unwrap()).collect();
     assert!(recalls.windows(2).all(|w| w[0] >= w[1]), "{recalls:?}");
-    let text = String::from_utf8(eval(false)).unwrap();
     assert!(text.contains("trade-off  AUC"), "{text}");
     assert!(text.contains("P >= 0.35"), "{text}");
 }

@@ -226,12 +226,14 @@ struct SingleLabelEval {
 }
 
 impl SingleLabelEval {
-    fn add(&mut self, gold: usize, probabilities: &[f32], logits: &[f32]) {
+    /// Adds one record; whether its prediction is the gold label.
+    fn add(&mut self, gold: usize, probabilities: &[f32], logits: &[f32]) -> bool {
         let (predicted, confidence) = tomlite_models::metrics::argmax(probabilities);
         self.gold.push(gold);
         self.predicted.push(predicted);
         self.confidence.push(f64::from(confidence));
         self.raw_confidence.push(raw_conf(logits));
+        predicted == gold
     }
 
     fn report(&self, labels: &[String]) -> serde_json::Value {
@@ -284,28 +286,38 @@ struct TomKindEval {
     after: Reliability,
 }
 
+/// How a record with a gold kind came out.
+struct KindOutcome {
+    /// Its primary tag's kind is the gold primary (an abstention is a miss).
+    primary_right: bool,
+    /// Its most likely kind is the gold primary.
+    argmax_right: bool,
+}
+
 impl TomKindEval {
-    fn add(&mut self, gold: Vec<usize>, predicted: Vec<usize>, s: &Scores) {
+    /// Adds one record; for a record with a gold kind, how it came out.
+    fn add(&mut self, gold: Vec<usize>, predicted: Vec<usize>, s: &Scores) -> Option<KindOutcome> {
         if predicted.is_empty() {
             self.abstained += 1;
         }
-        if !gold.is_empty() {
-            self.with_kinds += 1;
-            // The primary tag's kind is the gold primary; an abstention is a miss.
-            if predicted.first() == gold.first() {
-                self.primary_right += 1;
-            }
-            if predicted.is_empty() {
-                self.abstained_with_kinds += 1;
-            }
+        let outcome = gold.first().map(|&primary| {
             let argmax = s
                 .tom_kind
                 .iter()
                 .enumerate()
                 .max_by(|a, b| a.1.total_cmp(b.1))
                 .map(|(i, _)| i);
-            if argmax == gold.first().copied() {
-                self.argmax_right += 1;
+            KindOutcome {
+                primary_right: predicted.first() == Some(&primary),
+                argmax_right: argmax == Some(primary),
+            }
+        });
+        if let Some(o) = &outcome {
+            self.with_kinds += 1;
+            self.primary_right += usize::from(o.primary_right);
+            self.argmax_right += usize::from(o.argmax_right);
+            if predicted.is_empty() {
+                self.abstained_with_kinds += 1;
             }
         }
         for (i, (&p_cal, &z)) in s.tom_kind.iter().zip(&s.logits[0]).enumerate() {
@@ -319,6 +331,7 @@ impl TomKindEval {
         }
         self.gold.push(gold);
         self.predicted.push(predicted);
+        outcome
     }
 
     fn report(&self, labels: &[String]) -> serde_json::Value {
@@ -489,33 +502,23 @@ impl RecordsEval<'_> {
                 self.tags.add(c, r.gold.tom_kinds.contains(k));
             }
         }
-        if let Some(g) = position(&self.affect_labels, &r.gold.affect) {
-            self.affect.add(g, &s.affect, &s.logits[1]);
-        }
-        if let Some(g) = position(&self.intensity_labels, &r.gold.intensity) {
-            self.intensity.add(g, &s.intensity, &s.logits[2]);
-        }
+        let affect_right = position(&self.affect_labels, &r.gold.affect)
+            .is_some_and(|g| self.affect.add(g, &s.affect, &s.logits[1]));
+        let intensity_right = position(&self.intensity_labels, &r.gold.intensity)
+            .is_some_and(|g| self.intensity.add(g, &s.intensity, &s.logits[2]));
         self.add_decision(r, &rec, ann, !gold_kinds.is_empty());
+        let kinds = self.tom_kind.add(gold_kinds, predicted_kinds, s);
         if let Some(style) = &r.style {
-            let right = |labels: &[String], gold: &str, p: &[f32]| {
-                position(labels, gold) == Some(tomlite_models::metrics::argmax(p).0)
-            };
             let e = self.by_style.entry(style.clone()).or_default();
             e.records += 1;
-            e.affect_right += usize::from(right(&self.affect_labels, &r.gold.affect, &s.affect));
-            e.intensity_right += usize::from(right(
-                &self.intensity_labels,
-                &r.gold.intensity,
-                &s.intensity,
-            ));
-            if let Some(&gold) = gold_kinds.first() {
+            e.affect_right += usize::from(affect_right);
+            e.intensity_right += usize::from(intensity_right);
+            if let Some(k) = kinds {
                 e.with_kinds += 1;
-                e.primary_right += usize::from(predicted_kinds.first() == Some(&gold));
-                e.argmax_right +=
-                    usize::from(tomlite_models::metrics::argmax(&s.tom_kind).0 == gold);
+                e.primary_right += usize::from(k.primary_right);
+                e.argmax_right += usize::from(k.argmax_right);
             }
         }
-        self.tom_kind.add(gold_kinds, predicted_kinds, s);
     }
 
     /// What the policy decides on the annotation: promotions and edges.

@@ -87,7 +87,10 @@ fn concepts_from(json: &str) -> Result<Concepts, LearnError> {
                 .ok_or_else(|| invalid(format!("category {c:?} is missing")))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    Concepts::new(ordered).map_err(|e| invalid(e.to_string()))
+    Concepts::new(ordered).map_err(|e| match e {
+        tomlite_models::Error::InvalidOptions { reason } => invalid(reason),
+        other => other.into(),
+    })
 }
 
 /// Reads every sensitivity file, the file's path with each record.
@@ -224,7 +227,10 @@ pub fn train_head(
     let concept_weights: serde_json::Map<String, Value> = lexical
         .concepts()
         .names()
-        .map(|n| (n.to_string(), json!(lexical.concept_weight(n).map(round4f))))
+        .map(|n| {
+            let w = lexical.concept_weight(n).map(|w| round4(f64::from(w)));
+            (n.to_string(), json!(w))
+        })
         .collect();
     Ok(Some(Trained {
         head,
@@ -573,15 +579,17 @@ pub fn eval(clf: &mut Classifier, files: &[PathBuf], dev: bool) -> Result<Value,
         let scores = clf.score(chunk)?;
         for ((text, r), s) in chunk.iter().zip(recs).zip(&scores) {
             let g = label_of(r, &source)?;
-            p.push(clf.sensitive_probability(text, s));
+            let p_sensitive = clf.sensitive_probability(text, s);
+            p.push(p_sensitive);
             gold.push(g);
             let found = clf.detect_sensitive(text, s);
             detected.push(found.is_some());
+            // The detection's confidence (1 for a rule's finding), else P.
             confidence.push(
                 found
                     .as_ref()
                     .and_then(|f| f.confidence)
-                    .unwrap_or(p[p.len() - 1]),
+                    .unwrap_or(p_sensitive),
             );
             if g > 0
                 && let Some(found) = found
@@ -633,10 +641,6 @@ pub fn eval(clf: &mut Classifier, files: &[PathBuf], dev: bool) -> Result<Value,
         );
     }
     Ok(json!({"sensitivity": out}))
-}
-
-fn round4f(x: f32) -> f64 {
-    round4(f64::from(x))
 }
 
 #[cfg(test)]
