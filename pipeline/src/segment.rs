@@ -56,6 +56,82 @@ pub fn sentences(text: &str) -> Vec<(usize, usize)> {
     spans_between(text, cuts)
 }
 
+/// A sentence of more words than this is cut into passages
+/// ([`passages`]): a run-on voice transcript or an unpunctuated ramble is
+/// one "sentence" of a hundred words, which would make the whole text the
+/// quote and dilute a short line in it (a sensitive aside in a grocery
+/// list) among everything around it.
+pub const LONG_SENTENCE_WORDS: usize = 40;
+/// A passage cut from a long sentence has at least this many words...
+const PASSAGE_MIN_WORDS: usize = 8;
+/// ...and at most this many.
+const PASSAGE_MAX_WORDS: usize = 25;
+
+/// The spans the classifier scores and quotes: the [`sentences`], each one
+/// longer than [`LONG_SENTENCE_WORDS`] words cut into passages of
+/// 8 to 25 words at its clause boundaries (after `,` `;` `:`, before a
+/// dash, before a filler such as "um" or "anyway", before "and" or "but";
+/// the latest of the strongest boundaries in reach). Spans are verbatim,
+/// trimmed and in text order, like the sentences'.
+pub fn passages(text: &str) -> Vec<(usize, usize)> {
+    sentences(text)
+        .into_iter()
+        .flat_map(|span| cut_long_sentence(text, span))
+        .collect()
+}
+
+/// `span` itself, or its passages when it has more than
+/// [`LONG_SENTENCE_WORDS`] words.
+fn cut_long_sentence(text: &str, (start, end): (usize, usize)) -> Vec<(usize, usize)> {
+    let sentence = &text[start..end];
+    let words: Vec<(usize, usize)> = sentence
+        .split_whitespace()
+        .map(|w| {
+            let at = w.as_ptr() as usize - sentence.as_ptr() as usize;
+            (start + at, start + at + w.len())
+        })
+        .collect();
+    if words.len() <= LONG_SENTENCE_WORDS {
+        return vec![(start, end)];
+    }
+    let mut out = Vec::new();
+    let mut first = 0;
+    while words.len() - first > PASSAGE_MAX_WORDS {
+        // Cut before word `j`; the rest keeps at least the minimum.
+        let last_cut = (first + PASSAGE_MAX_WORDS).min(words.len() - PASSAGE_MIN_WORDS);
+        let cut = (first + PASSAGE_MIN_WORDS..=last_cut)
+            .max_by_key(|&j| (boundary_strength(text, words[j - 1], words[j]), j))
+            .unwrap_or(last_cut);
+        out.push((words[first].0, words[cut - 1].1));
+        first = cut;
+    }
+    out.push((words[first].0, end));
+    out
+}
+
+/// How good a place the gap between the words `before` and `after` is to
+/// cut a long sentence: 3 after a clause mark or before a dash, 2 before a
+/// filler or discourse marker, 1 before a conjunction, else 0.
+fn boundary_strength(text: &str, before: (usize, usize), after: (usize, usize)) -> u8 {
+    let before = &text[before.0..before.1];
+    let after = &text[after.0..after.1];
+    if before.ends_with([',', ';', ':', '—', '–']) || after.starts_with(['—', '–', '-']) {
+        return 3;
+    }
+    let word: String = after
+        .chars()
+        .filter(|c| c.is_alphabetic())
+        .collect::<String>()
+        .to_lowercase();
+    match word.as_str() {
+        "um" | "umm" | "uh" | "uhh" | "erm" | "er" | "hmm" | "okay" | "ok" | "anyway"
+        | "anyways" | "also" | "so" | "oh" | "well" | "yeah" | "plus" | "lol" => 2,
+        "and" | "but" | "because" | "cause" | "cos" | "then" | "which" | "while" | "though"
+        | "although" => 1,
+        _ => 0,
+    }
+}
+
 /// Terminal punctuation: a run of these may end a sentence.
 fn is_terminal(character: char) -> bool {
     matches!(character, '.' | '!' | '?' | '…')
@@ -303,5 +379,54 @@ mod tests {
         );
         assert!(split("   \n\n ").is_empty());
         assert_eq!(split("no punctuation at all"), ["no punctuation at all"]);
+    }
+    fn cut(text: &str) -> Vec<&str> {
+        passages(text)
+            .into_iter()
+            .map(|(s, e)| &text[s..e])
+            .collect()
+    }
+
+    #[test]
+    fn short_sentences_are_their_own_passages() {
+        let t = "Keep answers short. Put the code first, then the prose, and say why.";
+        assert_eq!(cut(t), split(t));
+    }
+
+    #[test]
+    fn a_run_on_transcript_is_cut_at_its_fillers_and_clause_marks() {
+        let t = "okay so grocery list eggs oat milk the good bread um bin bags and that descaler thing for the kettle uh and remind me to email Fran about the book club pick I vote for the Ishiguro one um I don't know I keep lying in bed till two in the afternoon and nothing feels like anything, it's like the colour's gone out of everything and uh yeah also batteries for the smoke alarm";
+        let parts = cut(t);
+        assert_eq!(
+            parts,
+            [
+                "okay so grocery list eggs oat milk the good bread um bin bags and that descaler thing for the kettle",
+                "uh and remind me to email Fran about the book club pick I vote for the Ishiguro one",
+                "um I don't know I keep lying in bed till two in the afternoon and nothing feels like anything,",
+                "it's like the colour's gone out of everything and uh yeah also batteries for the smoke alarm",
+            ]
+        );
+        for p in &parts {
+            let n = p.split_whitespace().count();
+            assert!(
+                (PASSAGE_MIN_WORDS..=PASSAGE_MAX_WORDS).contains(&n),
+                "{n} words: {p}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_long_sentence_without_boundaries_is_cut_by_length_and_offsets_are_bytes() {
+        let words: Vec<String> = (0..60).map(|i| format!("mot{i}é")).collect();
+        let t = format!("Début.\n\n{}", words.join(" "));
+        let spans = passages(&t);
+        assert_eq!(&t[spans[0].0..spans[0].1], "Début.");
+        let rest: Vec<&str> = spans[1..].iter().map(|&(s, e)| &t[s..e]).collect();
+        assert_eq!(rest.len(), 3, "{rest:?}");
+        assert!(
+            rest.iter()
+                .all(|p| p.split_whitespace().count() <= PASSAGE_MAX_WORDS)
+        );
+        assert_eq!(rest.join(" "), words.join(" "));
     }
 }

@@ -411,6 +411,56 @@ fn the_classifier_detects_sensitive_content_without_a_flag() {
     assert_eq!(ids, ["c1", "c2"]);
 }
 
+/// A voice memo transcribed without punctuation is one "sentence" of
+/// seventy words: the classifier scores and quotes its passages, so the
+/// statement buried in the grocery list is quoted by its own passage (not
+/// the whole memo) and every quote is a verbatim span of the text.
+#[test]
+fn a_run_on_transcript_is_quoted_by_the_passage_that_holds_the_statement() {
+    model_present();
+    let env = Env::new();
+    let text = "okay so quick memo um groceries are eggs oat milk the good bread and bin bags uh and call the garage about the brakes before Friday um honestly I don't want to be here anymore and nobody would even notice uh anyway also remind me to email Fran about the book club pick because I vote for the Ishiguro one this time";
+    env.jsonl("records.jsonl", &[record("v1", text)]);
+    let out = bin()
+        .current_dir(env.dir.path())
+        .args(["annotate", "--input", "records.jsonl", "--out", "a.jsonl"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ann = &read_jsonl(&env.path("a.jsonl"))[0];
+    let s = &ann["sensitive"];
+    assert_eq!(s["category"], "mental_health_self_harm", "{ann}");
+    // The head and the rules both find it; either way, the passage.
+    assert_eq!(
+        s["quote"],
+        "uh and call the garage about the brakes before Friday um honestly I don't want to be here anymore and nobody would even notice uh"
+    );
+    let span = |v: &Value| {
+        (
+            v["quote_start"].as_u64().unwrap() as usize,
+            v["quote_end"].as_u64().unwrap() as usize,
+        )
+    };
+    let (qs, qe) = span(s);
+    assert_eq!(&text[qs..qe], s["quote"].as_str().unwrap());
+    // Tags and edges quote passages too: verbatim, and never the whole memo.
+    let quoted = ann["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(ann["edges"].as_array().unwrap());
+    for q in quoted {
+        let (qs, qe) = span(q);
+        assert_eq!(&text[qs..qe], q["source_quote"].as_str().unwrap(), "{q}");
+        assert!(qe - qs < text.len(), "{q}");
+        assert!(text[qs..qe].split_whitespace().count() <= 25, "{q}");
+    }
+}
+
 /// The self-harm rules stand on their own: with the policy's threshold at
 /// 1 the model cannot detect anything (its P(sensitive) is a mean of two
 /// probabilities under 1), yet a stated wish to die is a safety record

@@ -32,7 +32,7 @@ use crate::graph::memory::{MemoryIndex, quantize};
 use crate::graph::mentions::{CANDIDATE_FEATURES, Candidate, Linked, Linker, candidates, fold};
 use crate::graph::nodes::Registry;
 use crate::ingest::record::{Record, truncate};
-use crate::segment::sentences;
+use crate::segment::{passages, sentences};
 
 /// Records the classifier scores per pass: enough that sorting texts by
 /// length leaves almost no padding in the encoder's batches.
@@ -170,7 +170,8 @@ pub struct Scores {
     pub logits: [Vec<f32>; 3],
     /// The text's embedding (unit length).
     pub embedding: Vec<f32>,
-    /// Sentence spans of the text.
+    /// Sentence spans of the text, long sentences cut into passages
+    /// ([`crate::segment::passages`]): what is scored and quoted.
     pub sentences: Vec<(usize, usize)>,
     /// Per sentence: its most likely tom_kind and that kind's calibrated probability.
     pub sentence_kinds: Vec<(usize, f32)>,
@@ -284,8 +285,6 @@ struct DistinctTexts<'a> {
     texts: Vec<&'a str>,
     /// Per batch text: the index of its distinct text.
     text_index: Vec<usize>,
-    /// Per distinct text: its sentences (those of its first occurrence).
-    sentences: Vec<&'a [(usize, usize)]>,
     /// Per distinct text: the sentences pooled (none for one sentence).
     sentence_spans: Vec<Vec<(usize, usize)>>,
     /// Per distinct text: its registry names and aliases.
@@ -534,7 +533,8 @@ impl Classifier {
 
     /// [`Classifier::score`] without the cache.
     fn score_uncached(&mut self, texts: &[&str]) -> Result<Vec<Scores>, tomlite_models::Error> {
-        let spans: Vec<Vec<(usize, usize)>> = texts.iter().map(|t| sentences(t)).collect();
+        // Scored and quoted: sentences, long run-on ones cut into passages.
+        let spans: Vec<Vec<(usize, usize)>> = texts.iter().map(|t| passages(t)).collect();
         let batch = self.distinct_texts(texts, &spans);
         let encoded = self
             .encoder
@@ -569,7 +569,6 @@ impl Classifier {
         for (&text, text_sentences) in texts.iter().zip(spans) {
             let distinct = *index.entry(text).or_insert_with(|| {
                 batch.texts.push(text);
-                batch.sentences.push(text_sentences);
                 // A one-sentence text is its own quote: nothing to pool.
                 batch.sentence_spans.push(if text_sentences.len() > 1 {
                     text_sentences.clone()
@@ -591,7 +590,8 @@ impl Classifier {
                 .unwrap_or_default();
             let found = if self.heads.person.is_some() {
                 let taken: Vec<(usize, usize)> = linked.iter().map(|m| (m.start, m.end)).collect();
-                candidates(text, batch.sentences[distinct], &taken)
+                // Sentence-initial words: of the true sentences, not passages.
+                candidates(text, &sentences(text), &taken)
             } else {
                 Vec::new()
             };

@@ -60,6 +60,11 @@ const STATEMENTS: &[&str] = &[
     r"\b(?:plan|plans|planned|planning|thought|thoughts|thinking)\s+(?:about|of)\s+(?:killing|ending|hurting)\s+(?:myself|herself|himself|themselves|my\s+life|her\s+life|his\s+life|their\s+life|it\s+all)\b",
     // Self-harm again: "cut again last night", "I've been cutting again".
     r"(?:^|[\n.!?]\s*|[-•*]\s*|\b(?:i|i[’']ve|i\s+have|she|he|they)\s+(?:been\s+|started\s+)?)cut(?:ting)?\s+again\b",
+    // Someone else's: "she's been cutting again", "my brother has started
+    // cutting again" ("cutting" alone: "the budget has been cut again" is
+    // not about a person).
+    r"(?:\b(?:she|he|they)|\b(?-i:[A-Z][a-z]+)|\b(?:my|her|his|their|our)\s+(?:brother|sister|son|daughter|friend|partner|wife|husband|girlfriend|boyfriend|mum|mom|mother|dad|father|kid|child|niece|nephew|cousin|client|student|flatmate|roommate))(?:[’']s|[’']ve|\s+has|\s+have|\s+had)\s+(?:been|started)\s+cutting\s+again\b",
+    r"\b(?:she|he|they)(?:[’']s|[’']re|\s+is|\s+was|\s+are|\s+were)\s+cutting\s+again\b",
     // Others better off, nobody noticing: "everyone would be better off",
     // "nobody would notice if I just stopped showing up".
     r"\b(?:everyone|everybody|you\s+all|y(?:ou|a)[’']d\s+all|they[’']d\s+all|the\s+world|my\s+(?:family|kids|parents))\s+(?:would|will|[’']d)?\s*be\s+better\s+off\b",
@@ -187,6 +192,18 @@ mod tests {
                 "some nights I dont see the point of any of it",
                 "dont see the point of any of it",
             ),
+            (
+                "Kasia mentioned she's been cutting again, on her leg.",
+                "she's been cutting again",
+            ),
+            (
+                "My brother has started cutting again.",
+                "My brother has started cutting again",
+            ),
+            (
+                "they're cutting again, his mum says",
+                "they're cutting again",
+            ),
         ] {
             assert_eq!(found(text), Some(words), "{text}");
         }
@@ -213,6 +230,9 @@ mod tests {
             "Had my hair cut again, shorter this time.",
             "I don't see the point of the new reorg.",
             "Nobody would notice if I skipped the standup, so I did.",
+            "The budget has been cut again, third year running.",
+            "The council has been cutting again: the library closes Mondays.",
+            "The company is cutting again, forty jobs this time.",
         ] {
             assert_eq!(found(text), None, "{text}");
         }

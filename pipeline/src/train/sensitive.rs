@@ -289,7 +289,7 @@ fn training_rows(
             .as_deref()
             .filter(|_| l > 0)
             .and_then(|q| r.text.find(q).map(|s| (s, s + q.len())));
-        let mut spans: Vec<((usize, usize), usize)> = crate::segment::sentences(&r.text)
+        let mut spans: Vec<((usize, usize), usize)> = crate::segment::passages(&r.text)
             .into_iter()
             .map(|(s, e)| {
                 let on_gold = gold.is_some_and(|(gs, ge)| s < ge && gs < e);
@@ -321,7 +321,7 @@ fn training_rows(
     }
     let negative_spans: Vec<Vec<(usize, usize)>> = negatives
         .iter()
-        .map(|t| crate::segment::sentences(t))
+        .map(|t| crate::segment::passages(t))
         .collect();
     for (t, spans) in negatives.iter().zip(&negative_spans) {
         lexical_texts.push(t.to_string());
@@ -413,7 +413,7 @@ fn dev_lexical_figures(
     let p: Vec<f64> = dev
         .iter()
         .map(|r| {
-            let sentences = crate::segment::sentences(&r.text);
+            let sentences = crate::segment::passages(&r.text);
             lexical_probabilities(lexical, &r.text, &sentences)
                 .into_iter()
                 .fold(0.0, f64::max)
