@@ -662,7 +662,7 @@ pub fn train_with_steps(
     )?;
     let sensitive = train_sensitive_head(cfg, &encoder, &data, &small, progress)?;
     calibrate_intensity(&mut intensity, &intensity_bag.oob, &honest, &data, progress);
-    calibrate_affect(&mut affect, &data, &embedded)?;
+    calibrate_affect(cfg, &mut affect, &data, &embedded, progress)?;
     progress(&format!(
         "temperatures: tom_kind {:.3}, affect {:.3}, intensity {:.3}",
         tom.temperature, affect.temperature, intensity.temperature
@@ -1040,6 +1040,18 @@ fn train_affect_head(
     let embeddings = Rows::concat(&[&embedded.goemotions_train, &embedded.tom_train])?;
     let mut labels = affect_labels(&data.goemotions.train);
     labels.extend(&data.train_set.affect);
+    affect_mlp(cfg, &embeddings, &labels, &mut |e, l| {
+        losses.push(("affect".to_string(), e, l))
+    })
+}
+
+/// The affect MLP on `embeddings` and their `labels`, class-weighted.
+fn affect_mlp(
+    cfg: &TrainConfig,
+    embeddings: &Rows,
+    labels: &[usize],
+    loss: &mut dyn FnMut(usize, f64),
+) -> Result<Head, LearnError> {
     let spec = HeadSpec {
         name: "affect".into(),
         labels: AFFECTS.iter().map(|s| s.to_string()).collect(),
@@ -1048,10 +1060,10 @@ fn train_affect_head(
     };
     Ok(Head::train(
         spec,
-        &embeddings,
+        embeddings,
         &Targets::Single {
             labels: labels.iter().map(|&l| l as u32).collect(),
-            weights: class_weights(&labels, AFFECTS.len()),
+            weights: class_weights(labels, AFFECTS.len()),
         },
         // The MLP overfits GoEmotions past a few passes (train loss 0.28 and
         // a calibration temperature of 2.0 after 30): a quarter of the passes.
@@ -1060,7 +1072,7 @@ fn train_affect_head(
             epochs: cfg.options.epochs.div_ceil(4),
             ..cfg.options.clone()
         },
-        |e, l| losses.push(("affect".to_string(), e, l)),
+        |e, l| loss(e, l),
     )?)
 }
 
@@ -1293,17 +1305,55 @@ fn calibrate_intensity(
     ));
 }
 
-/// Fits the affect temperature on GoEmotions dev and the ToM-lite dev
-/// records.
+/// Fits the affect temperature on records no affect model saw: the
+/// calibration slice ([`is_calibration`], also held out of fine-tuning) is
+/// left out of a second affect MLP, trained like the first on everything
+/// else, and the temperature is fitted on that MLP's logits of the slice's
+/// records. The dev split stays out of it (it measures, it does not
+/// tune), and so does GoEmotions dev: the temperature is for the records
+/// the job annotates, whose labels are far less noisy than GoEmotions'
+/// (the argmax, and so GoEmotions macro-F1, does not depend on it).
 fn calibrate_affect(
+    cfg: &TrainConfig,
     affect: &mut Head,
     data: &TrainingData,
     embedded: &Embedded,
+    progress: &mut dyn FnMut(&str),
 ) -> Result<(), LearnError> {
-    let embeddings = Rows::concat(&[&embedded.goemotions_dev, &embedded.tom_dev])?;
-    let mut gold = affect_labels(&data.goemotions.dev);
-    gold.extend(&data.dev_set.affect);
-    affect.temperature = fit_temperature_softmax(&affect.logits_rows(&embeddings)?, &gold);
+    let set = &data.train_set;
+    let held = |i: usize| is_calibration(&data.train_records[set.group[i]].id);
+    let (kept, slice): (Vec<usize>, Vec<usize>) = (0..set.texts.len()).partition(|&i| !held(i));
+    // The slice's records themselves (not their quotes).
+    let slice: Vec<usize> = slice
+        .into_iter()
+        .filter(|&i| i == 0 || set.group[i] != set.group[i - 1])
+        .collect();
+    if slice.is_empty() || kept.is_empty() {
+        return Ok(());
+    }
+    let dim = embedded.tom_train.dim();
+    let rows_of = |idx: &[usize]| -> Result<Rows, LearnError> {
+        let mut v = Vec::with_capacity(idx.len() * dim);
+        for &i in idx {
+            v.extend_from_slice(embedded.tom_train.row(i));
+        }
+        Ok(Rows::new(v, dim)?)
+    };
+    let mut labels = affect_labels(&data.goemotions.train);
+    labels.extend(kept.iter().map(|&i| set.affect[i]));
+    let without_slice = affect_mlp(
+        cfg,
+        &Rows::concat(&[&embedded.goemotions_train, &rows_of(&kept)?])?,
+        &labels,
+        &mut |_, _| {},
+    )?;
+    let gold: Vec<usize> = slice.iter().map(|&i| set.affect[i]).collect();
+    affect.temperature =
+        fit_temperature_softmax(&without_slice.logits_rows(&rows_of(&slice)?)?, &gold);
+    progress(&format!(
+        "calibration: affect temperature on {} calibration-slice records left out of a second affect model",
+        slice.len()
+    ));
     Ok(())
 }
 
