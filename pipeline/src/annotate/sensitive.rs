@@ -26,7 +26,7 @@ pub const DEFAULT_THRESHOLD: f64 = 0.35;
 /// The version of the rules (identifiers and self-harm statements), part
 /// of the annotator id: a change of what the rules find redoes the records
 /// annotated under the old ones.
-pub const RULES_VERSION: &str = "sensitive-rules-2";
+pub const RULES_VERSION: &str = "sensitive-rules-3";
 
 /// The lexical model's P(sensitive) of `text`, then of each of its
 /// `sentences` (byte spans): the `lexical` input of [`head_probability`]
