@@ -1072,7 +1072,7 @@ fn affect_mlp(
             epochs: cfg.options.epochs.div_ceil(4),
             ..cfg.options.clone()
         },
-        |e, l| loss(e, l),
+        loss,
     )?)
 }
 
