@@ -421,16 +421,11 @@ fn a_run_on_transcript_is_quoted_by_the_passage_that_holds_the_statement() {
     let env = Env::new();
     let text = "okay so quick memo um groceries are eggs oat milk the good bread and bin bags uh and call the garage about the brakes before Friday um honestly I don't want to be here anymore and nobody would even notice uh anyway also remind me to email Fran about the book club pick because I vote for the Ishiguro one this time";
     env.jsonl("records.jsonl", &[record("v1", text)]);
-    let out = bin()
-        .current_dir(env.dir.path())
-        .args(["annotate", "--input", "records.jsonl", "--out", "a.jsonl"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    env.cmd(
+        "annotate",
+        &["--input", "records.jsonl", "--out", "a.jsonl"],
+    )
+    .ok();
     let ann = &read_jsonl(&env.path("a.jsonl"))[0];
     let s = &ann["sensitive"];
     assert_eq!(s["category"], "mental_health_self_harm", "{ann}");
