@@ -219,6 +219,14 @@ struct TomSet {
     intensity: Vec<usize>,
 }
 
+impl TomSet {
+    /// Whether example `i` is a record itself (the first of its group),
+    /// not one of its quotes.
+    fn is_record(&self, i: usize) -> bool {
+        i == 0 || self.group[i] != self.group[i - 1]
+    }
+}
+
 fn tom_set(records: &[LabeledRecord], path: &str, with_quotes: bool) -> Result<TomSet, LearnError> {
     let mut s = TomSet {
         texts: Vec::new(),
@@ -403,8 +411,7 @@ fn finetune_examples(data: &FineTuneData<'_>) -> Vec<Example> {
         if is_calibration(&data.records[g].id) {
             continue;
         }
-        let first = i == 0 || tr.group[i - 1] != g;
-        out.push(if first {
+        out.push(if tr.is_record(i) {
             let mut e = Example::record(
                 text.clone(),
                 targets[i].clone(),
@@ -1137,12 +1144,12 @@ fn report_epoch_losses(losses: &EpochLosses, progress: &mut dyn FnMut(&str)) {
 /// classifier scores records, not quotes), and after fine-tuning only the
 /// records the encoder did not see.
 fn honest_rows(cfg: &TrainConfig, data: &TrainingData) -> Vec<bool> {
-    let group = &data.train_set.group;
-    (0..group.len())
+    let set = &data.train_set;
+    (0..set.group.len())
         .map(|i| {
-            let first_of_record = i == 0 || group[i] != group[i - 1];
-            let unseen = !cfg.tunes_encoder() || is_calibration(&data.train_records[group[i]].id);
-            first_of_record && unseen
+            let unseen =
+                !cfg.tunes_encoder() || is_calibration(&data.train_records[set.group[i]].id);
+            set.is_record(i) && unseen
         })
         .collect()
 }
@@ -1324,10 +1331,7 @@ fn calibrate_affect(
     let held = |i: usize| is_calibration(&data.train_records[set.group[i]].id);
     let (kept, slice): (Vec<usize>, Vec<usize>) = (0..set.texts.len()).partition(|&i| !held(i));
     // The slice's records themselves (not their quotes).
-    let slice: Vec<usize> = slice
-        .into_iter()
-        .filter(|&i| i == 0 || set.group[i] != set.group[i - 1])
-        .collect();
+    let slice: Vec<usize> = slice.into_iter().filter(|&i| set.is_record(i)).collect();
     if slice.is_empty() || kept.is_empty() {
         return Ok(());
     }
