@@ -74,9 +74,14 @@ const PASSAGE_MAX_WORDS: usize = 25;
 /// the latest of the strongest boundaries in reach). Spans are verbatim,
 /// trimmed and in text order, like the sentences'.
 pub fn passages(text: &str) -> Vec<(usize, usize)> {
-    sentences(text)
-        .into_iter()
-        .flat_map(|span| cut_long_sentence(text, span))
+    passages_of(text, &sentences(text))
+}
+
+/// [`passages`] from `text`'s [`sentences`], for a caller that needs both.
+pub fn passages_of(text: &str, sentences: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    sentences
+        .iter()
+        .flat_map(|&span| cut_long_sentence(text, span))
         .collect()
 }
 

@@ -32,7 +32,7 @@ use crate::graph::memory::{MemoryIndex, quantize};
 use crate::graph::mentions::{CANDIDATE_FEATURES, Candidate, Linked, Linker, candidates, fold};
 use crate::graph::nodes::Registry;
 use crate::ingest::record::{Record, truncate};
-use crate::segment::{passages, sentences};
+use crate::segment::{passages_of, sentences};
 
 /// Records the classifier scores per pass: enough that sorting texts by
 /// length leaves almost no padding in the encoder's batches.
@@ -285,6 +285,9 @@ struct DistinctTexts<'a> {
     texts: Vec<&'a str>,
     /// Per batch text: the index of its distinct text.
     text_index: Vec<usize>,
+    /// Per distinct text: its sentences (not passages: person candidates
+    /// read sentence-initial words off them).
+    sentences: Vec<&'a [(usize, usize)]>,
     /// Per distinct text: the sentences pooled (none for one sentence).
     sentence_spans: Vec<Vec<(usize, usize)>>,
     /// Per distinct text: its registry names and aliases.
@@ -533,9 +536,14 @@ impl Classifier {
 
     /// [`Classifier::score`] without the cache.
     fn score_uncached(&mut self, texts: &[&str]) -> Result<Vec<Scores>, tomlite_models::Error> {
+        let sentence_spans: Vec<Vec<(usize, usize)>> = texts.iter().map(|t| sentences(t)).collect();
         // Scored and quoted: sentences, long run-on ones cut into passages.
-        let spans: Vec<Vec<(usize, usize)>> = texts.iter().map(|t| passages(t)).collect();
-        let batch = self.distinct_texts(texts, &spans);
+        let spans: Vec<Vec<(usize, usize)>> = texts
+            .iter()
+            .zip(&sentence_spans)
+            .map(|(t, s)| passages_of(t, s))
+            .collect();
+        let batch = self.distinct_texts(texts, &sentence_spans, &spans);
         let encoded = self
             .encoder
             .encode_with_spans(&batch.texts, &batch.pooled)?;
@@ -558,17 +566,20 @@ impl Classifier {
     }
 
     /// Every distinct text of `texts` once, with its sentences, registry
-    /// names and person-like candidates, and the spans to pool for them.
+    /// names and person-like candidates, and the spans to pool for them
+    /// (`spans`: its passages, [`crate::segment::passages_of`]).
     fn distinct_texts<'a>(
         &self,
         texts: &[&'a str],
+        sentences: &'a [Vec<(usize, usize)>],
         spans: &'a [Vec<(usize, usize)>],
     ) -> DistinctTexts<'a> {
         let mut index: HashMap<&str, usize> = HashMap::new();
         let mut batch = DistinctTexts::default();
-        for (&text, text_sentences) in texts.iter().zip(spans) {
+        for ((&text, text_sentences), true_sentences) in texts.iter().zip(spans).zip(sentences) {
             let distinct = *index.entry(text).or_insert_with(|| {
                 batch.texts.push(text);
+                batch.sentences.push(true_sentences);
                 // A one-sentence text is its own quote: nothing to pool.
                 batch.sentence_spans.push(if text_sentences.len() > 1 {
                     text_sentences.clone()
@@ -591,7 +602,7 @@ impl Classifier {
             let found = if self.heads.person.is_some() {
                 let taken: Vec<(usize, usize)> = linked.iter().map(|m| (m.start, m.end)).collect();
                 // Sentence-initial words: of the true sentences, not passages.
-                candidates(text, &sentences(text), &taken)
+                candidates(text, batch.sentences[distinct], &taken)
             } else {
                 Vec::new()
             };
