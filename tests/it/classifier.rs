@@ -803,3 +803,41 @@ fn eval_sensitivity_reports_the_detector_and_its_trade_off() {
     assert!(text.contains("trade-off  AUC"), "{text}");
     assert!(text.contains("P >= 0.35"), "{text}");
 }
+
+/// A record of more than three passages is read by its passages alone
+/// (`WHOLE_TEXT_MAX_PASSAGES`): a long journal with one sensitive line
+/// among ordinary ones is detected by that line and quoted by it, and the
+/// same journal without the line is not detected.
+#[test]
+fn a_long_journal_is_detected_and_quoted_by_its_one_sensitive_passage() {
+    model_present();
+    let env = Env::new();
+    let day = |line: &str| {
+        format!(
+            "Long Saturday. Took Biscuit to the groomer first thing, he looks ridiculous and very proud. Then the big shop, and I finally found the oat milk the kids like.{line} Afternoon was the allotment, the beans are in and the shed door is fixed. Early night, choir tomorrow."
+        )
+    };
+    let line = "The oncologist rang at lunch: the scan shows the tumour has grown and chemo starts on the 4th.";
+    let (long, plain) = (day(&format!(" {line}")), day(""));
+    env.jsonl(
+        "records.jsonl",
+        &[record("l1", &long), record("l2", &plain)],
+    );
+    env.cmd(
+        "annotate",
+        &["--input", "records.jsonl", "--out", "a.jsonl"],
+    )
+    .ok();
+    let anns = read_jsonl(&env.path("a.jsonl"));
+    let s = &anns[0]["sensitive"];
+    assert_eq!(s["category"], "health", "{}", anns[0]);
+    assert_eq!(s["detector"], "model");
+    assert_eq!(s["quote"], line);
+    let (qs, qe) = (
+        s["quote_start"].as_u64().unwrap() as usize,
+        s["quote_end"].as_u64().unwrap() as usize,
+    );
+    assert_eq!(&long[qs..qe], line);
+    assert!(s["confidence"].as_f64().unwrap() >= 0.35, "{s}");
+    assert!(anns[1]["sensitive"].is_null(), "{}", anns[1]);
+}

@@ -28,6 +28,21 @@ pub const DEFAULT_THRESHOLD: f64 = 0.35;
 /// annotated under the old ones.
 pub const RULES_VERSION: &str = "sensitive-rules-3";
 
+/// The most passages a record may have and still be read as a whole: a
+/// longer one is sensitive when one of its passages is, so its whole text
+/// is neither a training example nor a reading of the detector. A long
+/// journal with one sensitive line is a bag of ordinary passages and one
+/// sensitive one; labeled as a whole, it teaches the head and the words
+/// that ordinary content is sensitive, and read as a whole, every long
+/// text with a few topical words looks like one.
+pub const WHOLE_TEXT_MAX_PASSAGES: usize = 3;
+
+/// Whether a record of `passages` passages is read as a whole as well as
+/// by its passages ([`WHOLE_TEXT_MAX_PASSAGES`]).
+pub fn reads_whole_text(passages: usize) -> bool {
+    passages <= WHOLE_TEXT_MAX_PASSAGES
+}
+
 /// The lexical model's P(sensitive) of `text`, then of each of its
 /// `sentences` (byte spans): the `lexical` input of [`head_probability`]
 /// and [`detect`].
@@ -43,23 +58,31 @@ pub fn lexical_probabilities(
 }
 
 /// P(sensitive) as the detector reads a record. The head's: its own
-/// (1 − P(none) of `record`) or its surest sentence's, whichever is higher
+/// (1 − P(none) of `record`) or its surest passage's, whichever is higher
 /// (one line of a long journal can carry it while the whole text dilutes
-/// it). With a lexical model (`lexical`: P of the whole text, then of
-/// each sentence; empty without one), the mean of the head's and the
-/// lexical model's, each read the same way: the words separate what the
-/// pooled vector blurs ("technical debt", "my cat's surgery").
+/// it); a record of more passages than [`WHOLE_TEXT_MAX_PASSAGES`] is read
+/// by its passages alone. With a lexical model (`lexical`: P of the whole
+/// text, then of each passage; empty without one), the mean of the head's
+/// and the lexical model's, each read the same way: the words separate
+/// what the pooled vector blurs ("technical debt", "my cat's surgery").
 pub fn head_probability(
     record: &[f64],
     sentences: &[((usize, usize), f64)],
     lexical: &[f64],
 ) -> f64 {
+    let whole = reads_whole_text(sentences.len()) || sentences.is_empty();
     let sentence_max = sentences.iter().map(|s| s.1).fold(0.0, f64::max);
-    let head = (1.0 - record.first().copied().unwrap_or(1.0)).max(sentence_max);
+    let record_p = if whole {
+        1.0 - record.first().copied().unwrap_or(1.0)
+    } else {
+        0.0
+    };
+    let head = record_p.max(sentence_max);
     if lexical.is_empty() {
         head
     } else {
-        0.5 * (head + lexical.iter().copied().fold(0.0, f64::max))
+        let skip = usize::from(!whole);
+        0.5 * (head + lexical.iter().skip(skip).copied().fold(0.0, f64::max))
     }
 }
 
@@ -315,5 +338,39 @@ mod tests {
         assert_eq!(s.confidence, Some(0.35));
         assert_eq!(s.quote.text.as_deref(), Some("My cat's surgery is Friday."));
         assert!(detect(text, Some(&p), &sentences, &[0.0, 0.0, 0.1], &rules, 0.35).is_none());
+    }
+
+    // A record of more passages than WHOLE_TEXT_MAX_PASSAGES is read by
+    // its passages alone: a long control whose topical words add up over
+    // the whole text (a sick pet's vet visits, a crime novel) is not
+    // detected on the whole text, and a long record with one sensitive
+    // passage still is, by that passage.
+    #[test]
+    fn a_long_record_is_read_by_its_passages_alone() {
+        let text =
+            "Vet again. Insulin twice a day. Kept the blood sugar chart. Then the drive home.";
+        let starts: Vec<usize> = ["Vet", "Insulin", "Kept", "Then"]
+            .iter()
+            .map(|w| text.find(w).unwrap())
+            .collect();
+        let span = |i: usize| (starts[i], starts.get(i + 1).map_or(text.len(), |&e| e - 1));
+        let p = p_of("health", 0.7);
+        let calm: Vec<((usize, usize), f64)> = (0..4).map(|i| (span(i), 0.2)).collect();
+        // The whole text: head 0.7, words 0.9; each passage 0.2 and 0.1.
+        let lexical = [0.9, 0.1, 0.1, 0.1, 0.1];
+        assert_eq!(WHOLE_TEXT_MAX_PASSAGES, 3);
+        assert!((head_probability(&p, &calm, &lexical) - 0.15).abs() < 1e-12);
+        let rules = Rules::new();
+        assert!(detect(text, Some(&p), &calm, &lexical, &rules, 0.35).is_none());
+        // Three passages: the whole text is read too.
+        assert!((head_probability(&p, &calm[..3], &lexical[..4]) - 0.8).abs() < 1e-12);
+        // One sure passage detects the long record and is its quote.
+        let mut one = calm.clone();
+        one[1].1 = 0.8;
+        let lexical = [0.9, 0.1, 0.6, 0.1, 0.1];
+        let s = detect(text, Some(&p), &one, &lexical, &rules, 0.35).unwrap();
+        assert_eq!(s.confidence, Some(0.7));
+        assert_eq!(s.quote.text.as_deref(), Some("Insulin twice a day."));
+        assert!(s.quote.is_verbatim(text));
     }
 }

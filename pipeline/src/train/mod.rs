@@ -439,7 +439,13 @@ fn finetune_examples(data: &FineTuneData<'_>) -> Vec<Example> {
         let Some(label) = crate::train::sensitive::label_index(r) else {
             continue;
         };
-        out.push(Example::sensitive_only(r.text.clone(), label as u32));
+        // A long sensitive record is sensitive by one passage, its line:
+        // as a whole it would teach that its ordinary passages are too
+        // (`reads_whole_text`). A long control is not sensitive as a whole.
+        let passages = crate::segment::passages(&r.text).len();
+        if label == 0 || crate::annotate::sensitive::reads_whole_text(passages) {
+            out.push(Example::sensitive_only(r.text.clone(), label as u32));
+        }
         if let Some(q) = r.sensitivity.quote.as_deref().filter(|_| label > 0)
             && q != r.text
         {

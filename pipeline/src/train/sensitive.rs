@@ -12,7 +12,9 @@ use tomlite_models::metrics::{ece, fit_temperature_softmax, softmax_t};
 use tomlite_models::{Encoder, Rows};
 
 use crate::annotate::classifier::Classifier;
-use crate::annotate::sensitive::{DEFAULT_THRESHOLD, labels, lexical_probabilities, round4};
+use crate::annotate::sensitive::{
+    DEFAULT_THRESHOLD, labels, lexical_probabilities, reads_whole_text, round4,
+};
 use crate::train::error::LearnError;
 use crate::vocab::SENSITIVE_CATEGORIES;
 
@@ -311,9 +313,22 @@ fn training_rows(
     let (mut rows, mut labels, mut group, mut is_record) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut lexical_texts, mut lexical_labels) = (Vec::new(), Vec::new());
-    for ((r, spans), &l) in train.iter().zip(&labeled_spans).zip(&record_labels) {
-        lexical_texts.push(r.text.clone());
-        lexical_labels.push(l > 0);
+    // A record of more passages than the detector reads as a whole is an
+    // example by its passages only (`reads_whole_text`).
+    let whole: Vec<bool> = train
+        .iter()
+        .map(|r| reads_whole_text(crate::segment::passages(&r.text).len()))
+        .collect();
+    for (((r, spans), &l), &whole) in train
+        .iter()
+        .zip(&labeled_spans)
+        .zip(&record_labels)
+        .zip(&whole)
+    {
+        if whole {
+            lexical_texts.push(r.text.clone());
+            lexical_labels.push(l > 0);
+        }
         for &((s, e), l) in spans {
             lexical_texts.push(r.text[s..e].to_string());
             lexical_labels.push(l > 0);
@@ -324,18 +339,22 @@ fn training_rows(
         .map(|t| crate::segment::passages(t))
         .collect();
     for (t, spans) in negatives.iter().zip(&negative_spans) {
-        lexical_texts.push(t.to_string());
-        lexical_labels.push(false);
+        if reads_whole_text(spans.len()) {
+            lexical_texts.push(t.to_string());
+            lexical_labels.push(false);
+        }
         for &(s, e) in spans {
             lexical_texts.push(t[s..e].to_string());
             lexical_labels.push(false);
         }
     }
     for (g, &l) in record_labels.iter().enumerate() {
-        rows.extend_from_slice(&encoded.embeddings[g]);
-        labels.push(l);
-        group.push(g);
-        is_record.push(true);
+        if whole[g] {
+            rows.extend_from_slice(&encoded.embeddings[g]);
+            labels.push(l);
+            group.push(g);
+            is_record.push(true);
+        }
         for (v, &(_, l)) in encoded.spans[g].iter().zip(&labeled_spans[g]) {
             if let Some(v) = v {
                 rows.extend_from_slice(v);
@@ -347,7 +366,8 @@ fn training_rows(
     }
     let negative = encoder.encode_with_spans(negatives, &negative_spans)?;
     for (k, v) in negative.embeddings.iter().enumerate() {
-        for v in std::iter::once(v).chain(negative.spans[k].iter().flatten()) {
+        let whole = reads_whole_text(negative_spans[k].len()).then_some(v);
+        for v in whole.into_iter().chain(negative.spans[k].iter().flatten()) {
             rows.extend_from_slice(v);
             labels.push(0);
             group.push(train.len() + k);
