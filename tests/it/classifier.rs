@@ -456,7 +456,7 @@ fn a_run_on_transcript_is_quoted_by_the_passage_that_holds_the_statement() {
     }
 }
 
-/// The self-harm rules stand on their own: with the policy's threshold at
+/// The self-harm rules stand on their own: with the policy's thresholds at
 /// 1 the model cannot detect anything (its P(sensitive) is a mean of two
 /// probabilities under 1), yet a stated wish to die is a safety record
 /// from `rules:self_harm`, quoted by its sentence, and the run counts it
@@ -479,7 +479,7 @@ fn a_stated_wish_to_die_is_a_safety_record_from_the_rules_alone() {
     env.jsonl("records.jsonl", &rows);
     env.write(
         "p.yaml",
-        "persona_memory_policy:\n  sensitive_content:\n    threshold: 1\n",
+        "persona_memory_policy:\n  sensitive_content:\n    threshold: 1\n    safety_threshold: 1\n",
     );
     env.cmd(
         "annotate",
@@ -515,6 +515,30 @@ fn a_stated_wish_to_die_is_a_safety_record_from_the_rules_alone() {
     for t in env.table("promoted_tags") {
         assert_eq!(t["record_id"], "h2", "{t:?}");
     }
+    // With only the general threshold at 1, a safety record is still held
+    // to `safety_threshold` (default 0.35): the model's own detection.
+    env.write(
+        "q.yaml",
+        "persona_memory_policy:\n  sensitive_content:\n    threshold: 1\n",
+    );
+    env.cmd(
+        "annotate",
+        &[
+            "--policy",
+            "q.yaml",
+            "--input",
+            "records.jsonl",
+            "--out",
+            "q.jsonl",
+        ],
+    )
+    .ok();
+    let anns = read_jsonl(&env.path("q.jsonl"));
+    let safety = &anns[0]["sensitive"];
+    assert_eq!(safety["category"], "mental_health_self_harm", "{safety}");
+    assert_eq!(safety["detector"], "model");
+    assert!(safety["confidence"].as_f64().unwrap() >= 0.35, "{safety}");
+    assert!(anns[1]["sensitive"].is_null(), "{}", anns[1]);
 }
 
 /// f32 on the `amx` path (the default where the CPU has AMX): the tile

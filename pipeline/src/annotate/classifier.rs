@@ -128,7 +128,7 @@ pub struct Classifier {
     rules: Rules,
     /// P(sensitive) at or above which a record is detected; `None`: the
     /// detector is off.
-    sensitive_threshold: Option<f64>,
+    sensitive_threshold: Option<crate::annotate::sensitive::Thresholds>,
     digest: tomlite_staging::Digest,
     /// Registry names and aliases, when a registry was given.
     linker: Option<Linker>,
@@ -391,22 +391,28 @@ impl Classifier {
             sentence_cache: Generations::default(),
             stats: ClassifierStats::default(),
         };
-        classifier.set_sensitive_threshold(Some(crate::annotate::sensitive::DEFAULT_THRESHOLD));
+        classifier.set_sensitive_threshold(Some(crate::annotate::sensitive::Thresholds::default()));
         Ok(classifier)
     }
 
-    /// Detects sensitive content at or above `threshold` (the policy's
-    /// `persona_memory_policy.sensitive_content.threshold`); `None` turns
-    /// the detector off. The annotator id covers the setting and the
-    /// rules' version: annotations made under another one are redone.
-    pub fn set_sensitive_threshold(&mut self, threshold: Option<f64>) {
-        self.sensitive_threshold = threshold;
+    /// Detects sensitive content at or above `thresholds` (the policy's
+    /// `persona_memory_policy.sensitive_content.threshold` and
+    /// `safety_threshold`); `None` turns the detector off. The annotator id
+    /// covers the setting and the rules' version: annotations made under
+    /// another one are redone.
+    pub fn set_sensitive_threshold(
+        &mut self,
+        thresholds: Option<crate::annotate::sensitive::Thresholds>,
+    ) {
+        self.sensitive_threshold = thresholds;
         let mut h = Sha256::new();
         h.update(self.model_sha256.as_bytes());
-        match threshold {
+        match thresholds {
             Some(t) => {
                 h.update(b"sensitive");
-                h.update(t.to_le_bytes());
+                h.update(t.general.to_le_bytes());
+                h.update(b"safety");
+                h.update(t.safety.to_le_bytes());
                 h.update(crate::annotate::sensitive::RULES_VERSION.as_bytes());
             }
             None => h.update(b"sensitive: off"),
@@ -419,7 +425,7 @@ impl Classifier {
     /// The sensitive content detected in `text` (scored as `s`), when the
     /// detector is on ([`crate::annotate::sensitive::detect`]).
     pub fn detect_sensitive(&self, text: &str, s: &Scores) -> Option<Sensitive> {
-        let threshold = self.sensitive_threshold?;
+        let thresholds = self.sensitive_threshold?;
         let (record, sentences, lexical) = sensitive_inputs(s);
         crate::annotate::sensitive::detect(
             text,
@@ -427,7 +433,7 @@ impl Classifier {
             &sentences,
             &lexical,
             &self.rules,
-            threshold,
+            &thresholds,
         )
     }
 
@@ -445,8 +451,8 @@ impl Classifier {
         crate::annotate::sensitive::head_probability(&record, &sentences, &lexical)
     }
 
-    /// The detection threshold, `None` when the detector is off.
-    pub fn sensitive_threshold(&self) -> Option<f64> {
+    /// The detection thresholds, `None` when the detector is off.
+    pub fn sensitive_threshold(&self) -> Option<crate::annotate::sensitive::Thresholds> {
         self.sensitive_threshold
     }
 

@@ -23,6 +23,56 @@ pub fn labels() -> Vec<String> {
 /// missed self-harm record costs more than a quarantined workout note).
 pub const DEFAULT_THRESHOLD: f64 = 0.35;
 
+/// The default threshold of a detection whose category is
+/// `mental_health_self_harm`: a safety record is worth more quarantines of
+/// ordinary ones, so it may sit under [`DEFAULT_THRESHOLD`] but never
+/// needs to sit above it.
+pub const DEFAULT_SAFETY_THRESHOLD: f64 = 0.35;
+
+/// The P(sensitive) at or above which a detection counts: `safety` for a
+/// detection whose category is `mental_health_self_harm`, `general` for
+/// the others.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Thresholds {
+    /// Every category but `mental_health_self_harm`.
+    pub general: f64,
+    /// `mental_health_self_harm`.
+    pub safety: f64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Self {
+            general: DEFAULT_THRESHOLD,
+            safety: DEFAULT_SAFETY_THRESHOLD,
+        }
+    }
+}
+
+impl Thresholds {
+    /// One threshold for every category.
+    pub fn uniform(t: f64) -> Self {
+        Self {
+            general: t,
+            safety: t,
+        }
+    }
+
+    /// The threshold of a detection of `category`.
+    pub fn of(&self, category: &str) -> f64 {
+        if category == SAFETY_CATEGORY {
+            self.safety
+        } else {
+            self.general
+        }
+    }
+
+    /// The lower of the two: under it nothing is detected.
+    pub fn lowest(&self) -> f64 {
+        self.general.min(self.safety)
+    }
+}
+
 /// The version of the rules (identifiers and self-harm statements), part
 /// of the annotator id: a change of what the rules find redoes the records
 /// annotated under the old ones.
@@ -97,10 +147,10 @@ pub fn head_probability(
 ///   statements of self-harm or suicidal thoughts
 ///   (`mental_health_self_harm`, confidence 1, detector `rules:self_harm`:
 ///   "I want to die" is a safety record whatever the head makes of it).
-/// - The model detects when P(sensitive) ≥ `threshold`; its category is
-///   the record's most likely one, its quote the sentence with the
-///   highest P(sensitive) (the mean of the head's and the lexical
-///   model's, with one).
+/// - The model detects when P(sensitive) reaches the threshold of its
+///   category ([`Thresholds::of`]); its category is the record's most
+///   likely one, its quote the passage with the highest P(sensitive) (the
+///   mean of the head's and the lexical model's, with one).
 /// - When several fire, a safety record wins (the head's, else the
 ///   rules'), then the rules' identifier, then the head's category.
 pub fn detect(
@@ -109,18 +159,18 @@ pub fn detect(
     sentences: &[((usize, usize), f64)],
     lexical: &[f64],
     rules: &Rules,
-    threshold: f64,
+    thresholds: &Thresholds,
 ) -> Option<Sensitive> {
     let model = record.and_then(|p| {
         let sensitive = head_probability(p, sentences, lexical);
-        if sensitive < threshold {
-            return None;
-        }
         let (c, _) = p
             .iter()
             .enumerate()
             .skip(1)
             .max_by(|a, b| a.1.total_cmp(b.1))?;
+        if sensitive < thresholds.of(SENSITIVE_CATEGORIES[c - 1]) {
+            return None;
+        }
         let sentence_p = |i: usize| sentences[i].1 + lexical.get(i + 1).copied().unwrap_or(0.0);
         let (s, e) = (0..sentences.len())
             .max_by(|&a, &b| sentence_p(a).total_cmp(&sentence_p(b)))
@@ -217,7 +267,15 @@ mod tests {
         let sentences = [((0, second), 0.1), ((second, text.len()), 0.7)];
         let rules = Rules::new();
         let p = p_of("mental_health_self_harm", 0.8);
-        let s = detect(text, Some(&p), &sentences, &[], &rules, 0.35).unwrap();
+        let s = detect(
+            text,
+            Some(&p),
+            &sentences,
+            &[],
+            &rules,
+            &Thresholds::uniform(0.35),
+        )
+        .unwrap();
         assert_eq!(s.category.as_deref(), Some("mental_health_self_harm"));
         assert_eq!(s.confidence, Some(0.8));
         assert_eq!(s.detector.as_deref(), Some("model"));
@@ -231,7 +289,17 @@ mod tests {
         let text = "Gym was fine. Some nights I sleep badly after late sessions.";
         let second = text.find("Some").unwrap();
         let calm = [((0, second), 0.1), ((second, text.len()), 0.2)];
-        assert!(detect(text, Some(&p_of("health", 0.3)), &calm, &[], &rules, 0.35).is_none());
+        assert!(
+            detect(
+                text,
+                Some(&p_of("health", 0.3)),
+                &calm,
+                &[],
+                &rules,
+                &Thresholds::uniform(0.35)
+            )
+            .is_none()
+        );
     }
 
     // One line of a long journal carries it: the record as a whole may
@@ -248,7 +316,15 @@ mod tests {
         ];
         let rules = Rules::new();
         let p = p_of("mental_health_self_harm", 0.2);
-        let s = detect(text, Some(&p), &sentences, &[], &rules, 0.35).unwrap();
+        let s = detect(
+            text,
+            Some(&p),
+            &sentences,
+            &[],
+            &rules,
+            &Thresholds::uniform(0.35),
+        )
+        .unwrap();
         assert_eq!(s.confidence, Some(0.6));
         assert_eq!(s.category.as_deref(), Some("mental_health_self_harm"));
         assert_eq!(
@@ -260,7 +336,17 @@ mod tests {
             ((15, third), 0.02),
             ((third, text.len()), 0.3),
         ];
-        assert!(detect(text, Some(&p), &calm, &[], &rules, 0.35).is_none());
+        assert!(
+            detect(
+                text,
+                Some(&p),
+                &calm,
+                &[],
+                &rules,
+                &Thresholds::uniform(0.35)
+            )
+            .is_none()
+        );
     }
 
     #[test]
@@ -277,7 +363,7 @@ mod tests {
             &sentences,
             &[],
             &rules,
-            0.35,
+            &Thresholds::uniform(0.35),
         )
         .unwrap();
         assert_eq!(s.category.as_deref(), Some("mental_health_self_harm"));
@@ -302,7 +388,7 @@ mod tests {
             &sentences,
             &[],
             &rules,
-            0.35,
+            &Thresholds::uniform(0.35),
         )
         .unwrap();
         assert_eq!(s.category.as_deref(), Some("credentials_pii"));
@@ -313,10 +399,26 @@ mod tests {
             Some("Card is 4111 1111 1111 1111.")
         );
         let safety = p_of("mental_health_self_harm", 0.7);
-        let s = detect(text, Some(&safety), &sentences, &[], &rules, 0.35).unwrap();
+        let s = detect(
+            text,
+            Some(&safety),
+            &sentences,
+            &[],
+            &rules,
+            &Thresholds::uniform(0.35),
+        )
+        .unwrap();
         assert_eq!(s.category.as_deref(), Some("mental_health_self_harm"));
         // Without a head (older heads) the rules still run.
-        let s = detect(text, None, &sentences, &[], &rules, 0.35).unwrap();
+        let s = detect(
+            text,
+            None,
+            &sentences,
+            &[],
+            &rules,
+            &Thresholds::uniform(0.35),
+        )
+        .unwrap();
         assert_eq!(s.detector.as_deref(), Some("rules:card_number"));
     }
 
@@ -334,10 +436,28 @@ mod tests {
         let lexical = [0.1, 0.05, 0.2];
         assert!((head_probability(&p, &sentences, &lexical) - 0.35).abs() < 1e-12);
         assert!((head_probability(&p, &sentences, &[]) - 0.5).abs() < 1e-12);
-        let s = detect(text, Some(&p), &sentences, &lexical, &rules, 0.35).unwrap();
+        let s = detect(
+            text,
+            Some(&p),
+            &sentences,
+            &lexical,
+            &rules,
+            &Thresholds::uniform(0.35),
+        )
+        .unwrap();
         assert_eq!(s.confidence, Some(0.35));
         assert_eq!(s.quote.text.as_deref(), Some("My cat's surgery is Friday."));
-        assert!(detect(text, Some(&p), &sentences, &[0.0, 0.0, 0.1], &rules, 0.35).is_none());
+        assert!(
+            detect(
+                text,
+                Some(&p),
+                &sentences,
+                &[0.0, 0.0, 0.1],
+                &rules,
+                &Thresholds::uniform(0.35)
+            )
+            .is_none()
+        );
     }
 
     // A record of more passages than WHOLE_TEXT_MAX_PASSAGES is read by
@@ -361,16 +481,65 @@ mod tests {
         assert_eq!(WHOLE_TEXT_MAX_PASSAGES, 3);
         assert!((head_probability(&p, &calm, &lexical) - 0.15).abs() < 1e-12);
         let rules = Rules::new();
-        assert!(detect(text, Some(&p), &calm, &lexical, &rules, 0.35).is_none());
+        assert!(
+            detect(
+                text,
+                Some(&p),
+                &calm,
+                &lexical,
+                &rules,
+                &Thresholds::uniform(0.35)
+            )
+            .is_none()
+        );
         // Three passages: the whole text is read too.
         assert!((head_probability(&p, &calm[..3], &lexical[..4]) - 0.8).abs() < 1e-12);
         // One sure passage detects the long record and is its quote.
         let mut one = calm.clone();
         one[1].1 = 0.8;
         let lexical = [0.9, 0.1, 0.6, 0.1, 0.1];
-        let s = detect(text, Some(&p), &one, &lexical, &rules, 0.35).unwrap();
+        let s = detect(
+            text,
+            Some(&p),
+            &one,
+            &lexical,
+            &rules,
+            &Thresholds::uniform(0.35),
+        )
+        .unwrap();
         assert_eq!(s.confidence, Some(0.7));
         assert_eq!(s.quote.text.as_deref(), Some("Insulin twice a day."));
         assert!(s.quote.is_verbatim(text));
+    }
+
+    // A safety record may have a lower threshold than the other
+    // categories: the record's most likely category picks which applies.
+    #[test]
+    fn a_safety_detection_is_held_to_its_own_threshold() {
+        let text = "Gym was fine. The new dose starts on Monday.";
+        let second = text.find("The").unwrap();
+        let sentences = [((0, second), 0.1), ((second, text.len()), 0.4)];
+        let rules = Rules::new();
+        let t = Thresholds {
+            general: 0.5,
+            safety: 0.35,
+        };
+        let safety = p_of("mental_health_self_harm", 0.3);
+        let s = detect(text, Some(&safety), &sentences, &[], &rules, &t).unwrap();
+        assert_eq!(s.category.as_deref(), Some("mental_health_self_harm"));
+        assert_eq!(s.confidence, Some(0.4));
+        assert!(
+            detect(
+                text,
+                Some(&p_of("health", 0.3)),
+                &sentences,
+                &[],
+                &rules,
+                &t
+            )
+            .is_none()
+        );
+        assert_eq!(t.lowest(), 0.35);
+        assert_eq!(Thresholds::uniform(0.4).of(SAFETY_CATEGORY), 0.4);
     }
 }

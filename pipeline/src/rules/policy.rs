@@ -64,6 +64,10 @@ pub struct SensitiveContent {
     /// (default 0.35: set for recall; a missed self-harm record costs more
     /// than a quarantined workout note). The classifier reads it too.
     pub threshold: f64,
+    /// The threshold of a `mental_health_self_harm` detection, in (0, 1]
+    /// (default 0.35): a missed safety record costs more than the other
+    /// categories' quarantines, so it may sit under `threshold`.
+    pub safety_threshold: f64,
     /// The categories whose detections quarantine (default: all nine of
     /// `vocab::SENSITIVE_CATEGORIES`); empty: none does.
     pub quarantine_categories: Vec<String>,
@@ -74,30 +78,45 @@ impl Default for SensitiveContent {
         Self {
             detect: true,
             threshold: crate::annotate::sensitive::DEFAULT_THRESHOLD,
+            safety_threshold: crate::annotate::sensitive::DEFAULT_SAFETY_THRESHOLD,
             quarantine_categories: strings(&SENSITIVE_CATEGORIES),
         }
     }
 }
 
 impl SensitiveContent {
-    /// Whether a detection of `category` at `confidence` quarantines.
+    /// The detector's thresholds: `threshold`, and `safety_threshold` for
+    /// `mental_health_self_harm`.
+    pub fn thresholds(&self) -> crate::annotate::sensitive::Thresholds {
+        crate::annotate::sensitive::Thresholds {
+            general: self.threshold,
+            safety: self.safety_threshold,
+        }
+    }
+
+    /// Whether a detection of `category` at `confidence` quarantines: at or
+    /// above its category's threshold, for a listed category.
     pub fn quarantines(&self, category: &str, confidence: f64) -> bool {
         self.detect
-            && confidence >= self.threshold
+            && confidence >= self.thresholds().of(category)
             && self.quarantine_categories.iter().any(|c| c == category)
     }
 
     /// Checks the block; returns (key path, message).
     fn check(&self) -> Result<(), (String, String)> {
         const K: &str = "persona_memory_policy.sensitive_content";
-        let t = self.threshold;
-        if !(t > 0.0 && t <= 1.0) {
-            return Err((
-                format!("{K}.threshold"),
-                format!(
-                    "{t} is outside (0, 1]: a detection quarantines when its P(sensitive) is at or above it (0 would quarantine every record)"
-                ),
-            ));
+        for (key, t) in [
+            ("threshold", self.threshold),
+            ("safety_threshold", self.safety_threshold),
+        ] {
+            if !(t > 0.0 && t <= 1.0) {
+                return Err((
+                    format!("{K}.{key}"),
+                    format!(
+                        "{t} is outside (0, 1]: a detection quarantines when its P(sensitive) is at or above it (0 would quarantine every record)"
+                    ),
+                ));
+            }
         }
         for (i, c) in self.quarantine_categories.iter().enumerate() {
             if !SENSITIVE_CATEGORIES.contains(&c.as_str()) {
@@ -1126,6 +1145,26 @@ classifier_policy:
     }
 
     #[test]
+    fn a_safety_detection_has_its_own_threshold() {
+        let p = parse(
+            "persona_memory_policy:\n  sensitive_content:\n    threshold: 0.6\n    safety_threshold: 0.3\n",
+        )
+        .unwrap();
+        let s = &p.persona_memory_policy.sensitive_content;
+        assert!(s.quarantines("mental_health_self_harm", 0.3));
+        assert!(!s.quarantines("mental_health_self_harm", 0.29));
+        assert!(!s.quarantines("health", 0.59) && s.quarantines("health", 0.6));
+        assert_eq!(s.thresholds().of("credentials_pii"), 0.6);
+        assert_ne!(p.sha256(), parse("").unwrap().sha256());
+        assert_eq!(parse(&p.to_yaml()).unwrap(), p);
+        let d = parse("").unwrap();
+        assert_eq!(
+            d.persona_memory_policy.sensitive_content.safety_threshold,
+            0.35
+        );
+    }
+
+    #[test]
     fn sensitive_content_keys_out_of_range_or_unknown_are_named() {
         for (y, needle) in [
             (
@@ -1139,6 +1178,10 @@ classifier_policy:
             (
                 "threshold: 1.01",
                 "sensitive_content.threshold: 1.01 is outside (0, 1]",
+            ),
+            (
+                "safety_threshold: 0",
+                "sensitive_content.safety_threshold: 0 is outside (0, 1]",
             ),
             (
                 "quarantine_categories: [health, Health]",

@@ -587,7 +587,8 @@ pub fn eval(clf: &mut Classifier, files: &[PathBuf], dev: bool) -> Result<Value,
         .map(|p| p.display().to_string())
         .collect::<Vec<_>>()
         .join(", ");
-    let threshold = clf.sensitive_threshold().unwrap_or(DEFAULT_THRESHOLD);
+    let thresholds = clf.sensitive_threshold().unwrap_or_default();
+    let threshold = thresholds.general;
     let texts: Vec<&str> = records.iter().map(|r| r.text.as_str()).collect();
     let mut p = Vec::with_capacity(records.len());
     let mut gold = Vec::with_capacity(records.len());
@@ -651,6 +652,7 @@ pub fn eval(clf: &mut Classifier, files: &[PathBuf], dev: bool) -> Result<Value,
         o.insert("split".into(), json!(if dev { "dev" } else { "all" }));
         o.insert("records".into(), json!(records.len()));
         o.insert("threshold".into(), json!(threshold));
+        o.insert("safety_threshold".into(), json!(thresholds.safety));
         o.insert(
             "category_right_when_detected".into(),
             ratio(right_category, detected_sensitive),
