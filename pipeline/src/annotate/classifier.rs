@@ -128,7 +128,7 @@ pub struct Classifier {
     rules: Rules,
     /// P(sensitive) at or above which a record is detected; `None`: the
     /// detector is off.
-    sensitive_threshold: Option<crate::annotate::sensitive::Thresholds>,
+    sensitive_thresholds: Option<crate::annotate::sensitive::Thresholds>,
     digest: tomlite_staging::Digest,
     /// Registry names and aliases, when a registry was given.
     linker: Option<Linker>,
@@ -380,7 +380,7 @@ impl Classifier {
             sha256: String::new(),
             model_sha256,
             rules: Rules::new(),
-            sensitive_threshold: None,
+            sensitive_thresholds: None,
             encoder,
             heads,
             abstain_below,
@@ -391,7 +391,8 @@ impl Classifier {
             sentence_cache: Generations::default(),
             stats: ClassifierStats::default(),
         };
-        classifier.set_sensitive_threshold(Some(crate::annotate::sensitive::Thresholds::default()));
+        classifier
+            .set_sensitive_thresholds(Some(crate::annotate::sensitive::Thresholds::default()));
         Ok(classifier)
     }
 
@@ -400,11 +401,11 @@ impl Classifier {
     /// `safety_threshold`); `None` turns the detector off. The annotator id
     /// covers the setting and the rules' version: annotations made under
     /// another one are redone.
-    pub fn set_sensitive_threshold(
+    pub fn set_sensitive_thresholds(
         &mut self,
         thresholds: Option<crate::annotate::sensitive::Thresholds>,
     ) {
-        self.sensitive_threshold = thresholds;
+        self.sensitive_thresholds = thresholds;
         let mut h = Sha256::new();
         h.update(self.model_sha256.as_bytes());
         match thresholds {
@@ -425,7 +426,7 @@ impl Classifier {
     /// The sensitive content detected in `text` (scored as `s`), when the
     /// detector is on ([`crate::annotate::sensitive::detect`]).
     pub fn detect_sensitive(&self, text: &str, s: &Scores) -> Option<Sensitive> {
-        let thresholds = self.sensitive_threshold?;
+        let thresholds = self.sensitive_thresholds?;
         let (record, sentences, lexical) = sensitive_inputs(s);
         crate::annotate::sensitive::detect(
             text,
@@ -452,8 +453,8 @@ impl Classifier {
     }
 
     /// The detection thresholds, `None` when the detector is off.
-    pub fn sensitive_threshold(&self) -> Option<crate::annotate::sensitive::Thresholds> {
-        self.sensitive_threshold
+    pub fn sensitive_thresholds(&self) -> Option<crate::annotate::sensitive::Thresholds> {
+        self.sensitive_thresholds
     }
 
     /// Links mentions of `registry`'s nodes from now on.

@@ -24,9 +24,11 @@ pub fn labels() -> Vec<String> {
 pub const DEFAULT_THRESHOLD: f64 = 0.35;
 
 /// The default threshold of a detection whose category is
-/// `mental_health_self_harm`: a safety record is worth more quarantines of
-/// ordinary ones, so it may sit under [`DEFAULT_THRESHOLD`] but never
-/// needs to sit above it.
+/// `mental_health_self_harm` (the policy's `safety_threshold`): the same as
+/// [`DEFAULT_THRESHOLD`]. A safety record is worth more quarantines of
+/// ordinary ones, so a policy may set it lower than the others; lowering
+/// it costs controls flagged, because emotional records without a
+/// sensitive line are most often read as this category.
 pub const DEFAULT_SAFETY_THRESHOLD: f64 = 0.35;
 
 /// The P(sensitive) at or above which a detection counts: `safety` for a
@@ -66,17 +68,12 @@ impl Thresholds {
             self.general
         }
     }
-
-    /// The lower of the two: under it nothing is detected.
-    pub fn lowest(&self) -> f64 {
-        self.general.min(self.safety)
-    }
 }
 
 /// The version of the rules (identifiers and self-harm statements), part
 /// of the annotator id: a change of what the rules find redoes the records
 /// annotated under the old ones.
-pub const RULES_VERSION: &str = "sensitive-rules-3";
+pub const RULES_VERSION: &str = "sensitive-rules-4";
 
 /// The most passages a record may have and still be read as a whole: a
 /// longer one is sensitive when one of its passages is, so its whole text
@@ -120,7 +117,7 @@ pub fn head_probability(
     sentences: &[((usize, usize), f64)],
     lexical: &[f64],
 ) -> f64 {
-    let whole = reads_whole_text(sentences.len()) || sentences.is_empty();
+    let whole = reads_whole_text(sentences.len());
     let sentence_max = sentences.iter().map(|s| s.1).fold(0.0, f64::max);
     let record_p = if whole {
         1.0 - record.first().copied().unwrap_or(1.0)
@@ -539,7 +536,6 @@ mod tests {
             )
             .is_none()
         );
-        assert_eq!(t.lowest(), 0.35);
         assert_eq!(Thresholds::uniform(0.4).of(SAFETY_CATEGORY), 0.4);
     }
 }

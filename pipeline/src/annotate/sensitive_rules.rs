@@ -120,10 +120,11 @@ const SECRET_KEYWORD: &str = concat!(
 );
 
 /// Keyword directly followed by its value: "PIN 4821",
-/// "password is hunter2", "pw: x", "gate code 4471#".
+/// "password is hunter2", "password has been Tulip!Harbour1987", "pw: x",
+/// "gate code 4471#".
 const SECRET_VALUE_NO_FILLER: &str = concat!(
     r"^(?P<conn>[ \t]*(?::|=|[-–—])[ \t]*",
-    r"|[ \t]+(?:is|was|=)[ \t]+(?:(?:now|still|just)[ \t]+)?(?::[ \t]*)?",
+    r"|[ \t]+(?:is|was|has[ \t]+been|had[ \t]+been|will[ \t]+be|=)[ \t]+(?:(?:now|still|just|always)[ \t]+)?(?::[ \t]*)?",
     r"|[ \t]*['’]s[ \t]+|[ \t]+)",
     r"(?P<val>[^\s]+)",
 );
@@ -133,7 +134,7 @@ const SECRET_VALUE_NO_FILLER: &str = concat!(
 /// gate is 1947#", "key safe by the back door is 4071".
 const SECRET_VALUE_WITH_FILLER: &str = concat!(
     r"^(?P<fill>[ \t]+(?:for|on|of|at|by|to|in)(?:[ \t]+[\w'’-]+){1,5}?)",
-    r"(?P<conn>[ \t]*(?::|=)[ \t]*|[ \t]+(?:is|was)[ \t]+(?:(?:now|still|just)[ \t]+)?)",
+    r"(?P<conn>[ \t]*(?::|=)[ \t]*|[ \t]+(?:is|was|has[ \t]+been|had[ \t]+been|will[ \t]+be)[ \t]+(?:(?:now|still|just|always)[ \t]+)?)",
     r"(?P<val>[^\s]+)",
 );
 
@@ -1075,6 +1076,22 @@ mod tests {
             found("wifi password = \"sunflower\""),
             one("password", "sunflower")
         );
+        // Other tenses of "is" state a value as well.
+        assert_eq!(
+            found("my Gmail password has been Tulip!Harbour1987 for nine years"),
+            one("password", "Tulip!Harbour1987")
+        );
+        assert_eq!(
+            found("the new PIN will be 7731 from Monday"),
+            one("pin", "7731")
+        );
+        assert_eq!(
+            found("his password had been always Kestrel_88 until the breach"),
+            one("password", "Kestrel_88")
+        );
+        // ...and a word after them is still no password.
+        assert!(found("the password has been changed twice this month").is_empty());
+        assert!(found("your password will be reset on Friday").is_empty());
     }
 
     // Exact byte offsets of the value, after multi-byte text.

@@ -587,7 +587,7 @@ pub fn eval(clf: &mut Classifier, files: &[PathBuf], dev: bool) -> Result<Value,
         .map(|p| p.display().to_string())
         .collect::<Vec<_>>()
         .join(", ");
-    let thresholds = clf.sensitive_threshold().unwrap_or_default();
+    let thresholds = clf.sensitive_thresholds().unwrap_or_default();
     let threshold = thresholds.general;
     let texts: Vec<&str> = records.iter().map(|r| r.text.as_str()).collect();
     let mut p = Vec::with_capacity(records.len());

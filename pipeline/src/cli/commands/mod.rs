@@ -33,7 +33,7 @@ fn load_classifier(model: &ModelSettings, policy: &Policy) -> Result<Classifier,
     )
     .map_err(Failure::config)?;
     let sensitive = &policy.persona_memory_policy.sensitive_content;
-    classifier.set_sensitive_threshold(sensitive.detect.then(|| sensitive.thresholds()));
+    classifier.set_sensitive_thresholds(sensitive.detect.then(|| sensitive.thresholds()));
     Ok(classifier)
 }
 
