@@ -282,6 +282,9 @@ fn training_rows(
     let texts: Vec<&str> = train.iter().map(|r| r.text.as_str()).collect();
     let mut labeled_spans: Vec<Vec<((usize, usize), usize)>> = Vec::with_capacity(train.len());
     let mut record_labels: Vec<usize> = Vec::with_capacity(train.len());
+    // A record of more passages than the detector reads as a whole is an
+    // example by its passages only (`reads_whole_text`).
+    let mut whole: Vec<bool> = Vec::with_capacity(train.len());
     for r in train {
         let l = label_of(r, source)?;
         record_labels.push(l);
@@ -298,6 +301,7 @@ fn training_rows(
                 ((s, e), if on_gold { l } else { 0 })
             })
             .collect();
+        whole.push(reads_whole_text(spans.len()));
         if let Some(g) = gold
             && !spans.iter().any(|&(span, _)| span == g)
         {
@@ -313,12 +317,6 @@ fn training_rows(
     let (mut rows, mut labels, mut group, mut is_record) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut lexical_texts, mut lexical_labels) = (Vec::new(), Vec::new());
-    // A record of more passages than the detector reads as a whole is an
-    // example by its passages only (`reads_whole_text`).
-    let whole: Vec<bool> = train
-        .iter()
-        .map(|r| reads_whole_text(crate::segment::passages(&r.text).len()))
-        .collect();
     for (((r, spans), &l), &whole) in train
         .iter()
         .zip(&labeled_spans)
