@@ -119,12 +119,31 @@ const SECRET_KEYWORD: &str = concat!(
     r"|(?P<code>code|combination|combo))\b",
 );
 
+/// The verbs that state a secret's value after its keyword ("password is
+/// …", "has been …", "PIN will be …"), shared by both value patterns.
+macro_rules! states_value {
+    () => {
+        r"(?:is|was|has[ \t]+been|had[ \t]+been|will[ \t]+be)"
+    };
+}
+
+/// An adverb that may stand between the verb and the value ("is now …").
+macro_rules! value_adverb {
+    () => {
+        r"(?:(?:now|still|just|always)[ \t]+)?"
+    };
+}
+
 /// Keyword directly followed by its value: "PIN 4821",
 /// "password is hunter2", "password has been Tulip!Harbour1987", "pw: x",
 /// "gate code 4471#".
 const SECRET_VALUE_NO_FILLER: &str = concat!(
     r"^(?P<conn>[ \t]*(?::|=|[-–—])[ \t]*",
-    r"|[ \t]+(?:is|was|has[ \t]+been|had[ \t]+been|will[ \t]+be|=)[ \t]+(?:(?:now|still|just|always)[ \t]+)?(?::[ \t]*)?",
+    r"|[ \t]+(?:",
+    states_value!(),
+    r"|=)[ \t]+",
+    value_adverb!(),
+    r"(?::[ \t]*)?",
     r"|[ \t]*['’]s[ \t]+|[ \t]+)",
     r"(?P<val>[^\s]+)",
 );
@@ -134,7 +153,11 @@ const SECRET_VALUE_NO_FILLER: &str = concat!(
 /// gate is 1947#", "key safe by the back door is 4071".
 const SECRET_VALUE_WITH_FILLER: &str = concat!(
     r"^(?P<fill>[ \t]+(?:for|on|of|at|by|to|in)(?:[ \t]+[\w'’-]+){1,5}?)",
-    r"(?P<conn>[ \t]*(?::|=)[ \t]*|[ \t]+(?:is|was|has[ \t]+been|had[ \t]+been|will[ \t]+be)[ \t]+(?:(?:now|still|just|always)[ \t]+)?)",
+    r"(?P<conn>[ \t]*(?::|=)[ \t]*|[ \t]+",
+    states_value!(),
+    r"[ \t]+",
+    value_adverb!(),
+    r")",
     r"(?P<val>[^\s]+)",
 );
 
