@@ -576,6 +576,12 @@ fn train_with_adapters_refits_the_heads_on_an_earlier_runs_adapters() {
         read_json(&env.path("out/adapters.json"))["adapters_sha256"]
     );
     assert_eq!(card["training"]["finetune"]["heads_refitted_from"], "out");
+    // The run's own figures, not the dev figures of the heads fitted on the
+    // adapters before (those belong to other heads).
+    let run_figures = &read_json(&env.path("out/card.json"))["training"]["finetune"]["figures"];
+    assert!(run_figures["epoch_losses"].is_array(), "{run_figures}");
+    assert_eq!(card["training"]["finetune"]["figures"], *run_figures);
+    assert!(card["training"]["finetune"]["figures"].get("dev").is_none());
     let tuned = annotate(&env, "out", "tuned.jsonl", &[]);
     let refitted = annotate(&env, "refit", "refit.jsonl", &[]);
     assert_eq!(tuned, refitted);

@@ -399,8 +399,8 @@ impl Classifier {
     /// Detects sensitive content at or above `thresholds` (the policy's
     /// `persona_memory_policy.sensitive_content.threshold` and
     /// `safety_threshold`); `None` turns the detector off. The annotator id
-    /// covers the setting and the rules' version: annotations made under
-    /// another one are redone.
+    /// covers the setting, the rules' version and the reading's: annotations
+    /// made under another one are redone.
     pub fn set_sensitive_thresholds(
         &mut self,
         thresholds: Option<crate::annotate::sensitive::Thresholds>,
@@ -415,6 +415,7 @@ impl Classifier {
                 h.update(b"safety");
                 h.update(t.safety.to_le_bytes());
                 h.update(crate::annotate::sensitive::RULES_VERSION.as_bytes());
+                h.update(crate::annotate::sensitive::READING_VERSION.as_bytes());
             }
             None => h.update(b"sensitive: off"),
         }

@@ -75,6 +75,11 @@ impl Thresholds {
 /// annotated under the old ones.
 pub const RULES_VERSION: &str = "sensitive-rules-4";
 
+/// The version of how the detector reads the model's scores
+/// ([`head_probability`]), part of the annotator id like the rules': a
+/// record read another way is annotated again.
+pub const READING_VERSION: &str = "sensitive-reading-2";
+
 /// The most passages a record may have and still be read as a whole: a
 /// longer one is sensitive when one of its passages is, so its whole text
 /// is neither a training example nor a reading of the detector. A long
@@ -104,33 +109,34 @@ pub fn lexical_probabilities(
         .collect()
 }
 
-/// P(sensitive) as the detector reads a record. The head's: its own
-/// (1 − P(none) of `record`) or its surest passage's, whichever is higher
+/// P(sensitive) as the detector reads a record: its surest reading. The
+/// readings are the whole text (1 − P(none) of `record`) and each passage
 /// (one line of a long journal can carry it while the whole text dilutes
 /// it); a record of more passages than [`WHOLE_TEXT_MAX_PASSAGES`] is read
 /// by its passages alone. With a lexical model (`lexical`: P of the whole
-/// text, then of each passage; empty without one), the mean of the head's
-/// and the lexical model's, each read the same way: the words separate
-/// what the pooled vector blurs ("technical debt", "my cat's surgery").
+/// text, then of each passage; empty without one), a reading is the mean
+/// of the head's and the lexical model's P of the same text: the words
+/// separate what the pooled vector blurs ("technical debt", "my cat's
+/// surgery"), and a record is as sensitive as its one text that both
+/// models find sensitive, not as the head's surest line and the words'
+/// surest line added up when they are different lines (a short ordinary
+/// line the head over-scores, beside a topical word elsewhere).
 pub fn head_probability(
     record: &[f64],
     sentences: &[((usize, usize), f64)],
     lexical: &[f64],
 ) -> f64 {
     let whole = reads_whole_text(sentences.len());
-    let sentence_max = sentences.iter().map(|s| s.1).fold(0.0, f64::max);
-    let record_p = if whole {
-        1.0 - record.first().copied().unwrap_or(1.0)
-    } else {
-        0.0
-    };
-    let head = record_p.max(sentence_max);
+    let record_p = whole.then(|| 1.0 - record.first().copied().unwrap_or(1.0));
+    let heads = record_p.into_iter().chain(sentences.iter().map(|s| s.1));
     if lexical.is_empty() {
-        head
-    } else {
-        let skip = usize::from(!whole);
-        0.5 * (head + lexical.iter().skip(skip).copied().fold(0.0, f64::max))
+        return heads.fold(0.0, f64::max);
     }
+    let words = lexical.iter().skip(usize::from(!whole)).copied();
+    heads
+        .zip(words.chain(std::iter::repeat(0.0)))
+        .map(|(h, w)| 0.5 * (h + w))
+        .fold(0.0, f64::max)
 }
 
 /// The detector's verdict on one record, from the head's distribution over
@@ -419,9 +425,9 @@ mod tests {
         assert_eq!(s.detector.as_deref(), Some("rules:card_number"));
     }
 
-    // With a lexical model P(sensitive) is the mean of the head's and the
-    // words', each its record's or surest sentence's, and the quote is the
-    // sentence surest on both.
+    // With a lexical model each reading (the record, each sentence) is
+    // the mean of the head's and the words' P of that text; P(sensitive)
+    // is the surest reading, and the quote the sentence surest on both.
     #[test]
     fn a_lexical_model_is_averaged_with_the_head_and_steers_the_quote() {
         let text = "Technical debt again. My cat's surgery is Friday.";
@@ -429,9 +435,10 @@ mod tests {
         let sentences = [((0, second), 0.5), ((second, text.len()), 0.4)];
         let rules = Rules::new();
         let p = p_of("health", 0.3);
-        // Head 0.5 (surest sentence), words 0.1 (record), 0.05, 0.2.
+        // Head: record 0.3, sentences 0.5 and 0.4; words: record 0.1,
+        // sentences 0.05 and 0.2. Readings 0.2, 0.275, 0.3.
         let lexical = [0.1, 0.05, 0.2];
-        assert!((head_probability(&p, &sentences, &lexical) - 0.35).abs() < 1e-12);
+        assert!((head_probability(&p, &sentences, &lexical) - 0.3).abs() < 1e-12);
         assert!((head_probability(&p, &sentences, &[]) - 0.5).abs() < 1e-12);
         let s = detect(
             text,
@@ -439,10 +446,10 @@ mod tests {
             &sentences,
             &lexical,
             &rules,
-            &Thresholds::uniform(0.35),
+            &Thresholds::uniform(0.3),
         )
         .unwrap();
-        assert_eq!(s.confidence, Some(0.35));
+        assert_eq!(s.confidence, Some(0.3));
         assert_eq!(s.quote.text.as_deref(), Some("My cat's surgery is Friday."));
         assert!(
             detect(
@@ -451,10 +458,52 @@ mod tests {
                 &sentences,
                 &[0.0, 0.0, 0.1],
                 &rules,
-                &Thresholds::uniform(0.35)
+                &Thresholds::uniform(0.3)
             )
             .is_none()
         );
+    }
+
+    // The head's surest line and the words' surest line do not add up
+    // when they are different lines: a short ordinary line the head
+    // over-scores ("Auntie told me.") beside a topical word in another
+    // line ("the loan") is not read as one sensitive line.
+    #[test]
+    fn the_head_and_the_words_must_agree_on_one_line() {
+        let text = "Auntie told me. Paid the loan off today.";
+        let second = text.find("Paid").unwrap();
+        let sentences = [((0, second), 0.7), ((second, text.len()), 0.1)];
+        let p = p_of("health", 0.2);
+        // Words: record 0.2, sentences 0.05 and 0.5.
+        let lexical = [0.2, 0.05, 0.5];
+        // Readings: record 0.2, first line 0.375, second line 0.3; the
+        // surest line of each alone would add up to 0.6.
+        assert!((head_probability(&p, &sentences, &lexical) - 0.375).abs() < 1e-12);
+        let rules = Rules::new();
+        assert!(
+            detect(
+                text,
+                Some(&p),
+                &sentences,
+                &lexical,
+                &rules,
+                &Thresholds::uniform(0.4)
+            )
+            .is_none()
+        );
+        // When both find the same line sensitive, it is.
+        let lexical = [0.2, 0.6, 0.1];
+        let s = detect(
+            text,
+            Some(&p),
+            &sentences,
+            &lexical,
+            &rules,
+            &Thresholds::uniform(0.4),
+        )
+        .unwrap();
+        assert_eq!(s.confidence, Some(0.65));
+        assert_eq!(s.quote.text.as_deref(), Some("Auntie told me."));
     }
 
     // A record of more passages than WHOLE_TEXT_MAX_PASSAGES is read by

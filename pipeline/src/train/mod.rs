@@ -928,13 +928,20 @@ fn reuse_adapters(
         card.epochs,
         card.seed
     ));
+    // The adapters' card carries the dev figures of the heads last fitted
+    // on them; the heads fitted now have their own, so only the run's own
+    // figures (losses, examples, time) go into the new card.
+    let mut figures = card.figures;
+    if let Some(f) = figures.as_object_mut() {
+        f.remove("dev");
+    }
     Ok(FineTunedInfo {
         summary: json!({
             "adapters_sha256": card.adapters_sha256,
             "seed": card.seed,
             "epochs": card.epochs,
             "lora": card.lora,
-            "figures": card.figures,
+            "figures": figures,
             "heads_refitted_from": from.display().to_string(),
         }),
         sha256: card.adapters_sha256,
