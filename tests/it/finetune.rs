@@ -582,6 +582,8 @@ fn train_with_adapters_refits_the_heads_on_an_earlier_runs_adapters() {
     assert!(run_figures["epoch_losses"].is_array(), "{run_figures}");
     assert_eq!(card["training"]["finetune"]["figures"], *run_figures);
     assert!(card["training"]["finetune"]["figures"].get("dev").is_none());
+    // The adapters' own card in the folder carries the new heads' figures.
+    assert!(read_json(&env.path("refit/adapters.json"))["figures"]["dev"]["tom_kind"].is_object());
     let tuned = annotate(&env, "out", "tuned.jsonl", &[]);
     let refitted = annotate(&env, "refit", "refit.jsonl", &[]);
     assert_eq!(tuned, refitted);
