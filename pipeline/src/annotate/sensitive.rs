@@ -126,17 +126,38 @@ pub fn head_probability(
     sentences: &[((usize, usize), f64)],
     lexical: &[f64],
 ) -> f64 {
-    let whole = reads_whole_text(sentences.len());
-    let record_p = whole.then(|| 1.0 - record.first().copied().unwrap_or(1.0));
-    let heads = record_p.into_iter().chain(sentences.iter().map(|s| s.1));
-    if lexical.is_empty() {
-        return heads.fold(0.0, f64::max);
-    }
-    let words = lexical.iter().skip(usize::from(!whole)).copied();
-    heads
-        .zip(words.chain(std::iter::repeat(0.0)))
-        .map(|(h, w)| 0.5 * (h + w))
+    let whole = reads_whole_text(sentences.len()).then(|| {
+        let head = 1.0 - record.first().copied().unwrap_or(1.0);
+        reading(head, lexical, 0)
+    });
+    whole
+        .into_iter()
+        .chain(passage_readings(sentences, lexical))
         .fold(0.0, f64::max)
+}
+
+/// Each passage's reading ([`head_probability`]): the mean of the head's
+/// P and the lexical model's P of the passage (`lexical[i + 1]`), or the
+/// head's alone without a lexical model. The quote is the surest.
+fn passage_readings<'a>(
+    sentences: &'a [((usize, usize), f64)],
+    lexical: &'a [f64],
+) -> impl Iterator<Item = f64> + 'a {
+    sentences
+        .iter()
+        .enumerate()
+        .map(|(i, s)| reading(s.1, lexical, i + 1))
+}
+
+/// One text's reading: the head's P `head`, averaged with the lexical
+/// model's P of the same text (`lexical[at]`) when there is a lexical
+/// model.
+fn reading(head: f64, lexical: &[f64], at: usize) -> f64 {
+    if lexical.is_empty() {
+        head
+    } else {
+        0.5 * (head + lexical.get(at).copied().unwrap_or(0.0))
+    }
 }
 
 /// The detector's verdict on one record, from the head's distribution over
@@ -174,10 +195,11 @@ pub fn detect(
         if sensitive < thresholds.of(SENSITIVE_CATEGORIES[c - 1]) {
             return None;
         }
-        let sentence_p = |i: usize| sentences[i].1 + lexical.get(i + 1).copied().unwrap_or(0.0);
-        let (s, e) = (0..sentences.len())
-            .max_by(|&a, &b| sentence_p(a).total_cmp(&sentence_p(b)))
-            .map_or((0, text.len()), |i| sentences[i].0);
+        let (s, e) = sentences
+            .iter()
+            .zip(passage_readings(sentences, lexical))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map_or((0, text.len()), |(sentence, _)| sentence.0);
         Some(found(
             text,
             SENSITIVE_CATEGORIES[c - 1],
