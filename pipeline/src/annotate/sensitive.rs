@@ -285,22 +285,31 @@ mod tests {
         v
     }
 
+    /// [`detect`] with the rules and one threshold `t` for every category.
+    fn detect_at(
+        t: f64,
+        text: &str,
+        record: Option<&[f64]>,
+        sentences: &[((usize, usize), f64)],
+        lexical: &[f64],
+    ) -> Option<Sensitive> {
+        detect(
+            text,
+            record,
+            sentences,
+            lexical,
+            &Rules::new(),
+            &Thresholds::uniform(t),
+        )
+    }
+
     #[test]
     fn the_head_detects_at_the_threshold_and_quotes_its_surest_sentence() {
         let text = "Gym was fine. Some nights I don't see the point of any of it.";
         let second = text.find("Some").unwrap();
         let sentences = [((0, second), 0.1), ((second, text.len()), 0.7)];
-        let rules = Rules::new();
         let p = p_of("mental_health_self_harm", 0.8);
-        let s = detect(
-            text,
-            Some(&p),
-            &sentences,
-            &[],
-            &rules,
-            &Thresholds::uniform(0.35),
-        )
-        .unwrap();
+        let s = detect_at(0.35, text, Some(&p), &sentences, &[]).unwrap();
         assert_eq!(s.category.as_deref(), Some("mental_health_self_harm"));
         assert_eq!(s.confidence, Some(0.8));
         assert_eq!(s.detector.as_deref(), Some("model"));
@@ -314,17 +323,7 @@ mod tests {
         let text = "Gym was fine. Some nights I sleep badly after late sessions.";
         let second = text.find("Some").unwrap();
         let calm = [((0, second), 0.1), ((second, text.len()), 0.2)];
-        assert!(
-            detect(
-                text,
-                Some(&p_of("health", 0.3)),
-                &calm,
-                &[],
-                &rules,
-                &Thresholds::uniform(0.35)
-            )
-            .is_none()
-        );
+        assert!(detect_at(0.35, text, Some(&p_of("health", 0.3)), &calm, &[]).is_none());
     }
 
     // One line of a long journal carries it: the record as a whole may
@@ -339,17 +338,8 @@ mod tests {
             ((15, third), 0.02),
             ((third, text.len()), 0.6),
         ];
-        let rules = Rules::new();
         let p = p_of("mental_health_self_harm", 0.2);
-        let s = detect(
-            text,
-            Some(&p),
-            &sentences,
-            &[],
-            &rules,
-            &Thresholds::uniform(0.35),
-        )
-        .unwrap();
+        let s = detect_at(0.35, text, Some(&p), &sentences, &[]).unwrap();
         assert_eq!(s.confidence, Some(0.6));
         assert_eq!(s.category.as_deref(), Some("mental_health_self_harm"));
         assert_eq!(
@@ -361,17 +351,7 @@ mod tests {
             ((15, third), 0.02),
             ((third, text.len()), 0.3),
         ];
-        assert!(
-            detect(
-                text,
-                Some(&p),
-                &calm,
-                &[],
-                &rules,
-                &Thresholds::uniform(0.35)
-            )
-            .is_none()
-        );
+        assert!(detect_at(0.35, text, Some(&p), &calm, &[]).is_none());
     }
 
     #[test]
@@ -379,16 +359,14 @@ mod tests {
         let text = "Card is 4111 1111 1111 1111. I just want to die some days.";
         let second = text.find("I just").unwrap();
         let sentences = [((0, second), 0.1), ((second, text.len()), 0.2)];
-        let rules = Rules::new();
         // The head is sure of another category, and the card rule fires
         // too: the safety statement wins, quoted by its sentence.
-        let s = detect(
+        let s = detect_at(
+            0.35,
             text,
             Some(&p_of("finances_debt", 0.9)),
             &sentences,
             &[],
-            &rules,
-            &Thresholds::uniform(0.35),
         )
         .unwrap();
         assert_eq!(s.category.as_deref(), Some("mental_health_self_harm"));
@@ -406,14 +384,12 @@ mod tests {
         let text = "Card is 4111 1111 1111 1111. Rent is due.";
         let end = text.find(" Rent").unwrap();
         let sentences = [((0, end + 1), 0.2), ((end + 1, text.len()), 0.1)];
-        let rules = Rules::new();
-        let s = detect(
+        let s = detect_at(
+            0.35,
             text,
             Some(&p_of("finances_debt", 0.6)),
             &sentences,
             &[],
-            &rules,
-            &Thresholds::uniform(0.35),
         )
         .unwrap();
         assert_eq!(s.category.as_deref(), Some("credentials_pii"));
@@ -424,26 +400,10 @@ mod tests {
             Some("Card is 4111 1111 1111 1111.")
         );
         let safety = p_of("mental_health_self_harm", 0.7);
-        let s = detect(
-            text,
-            Some(&safety),
-            &sentences,
-            &[],
-            &rules,
-            &Thresholds::uniform(0.35),
-        )
-        .unwrap();
+        let s = detect_at(0.35, text, Some(&safety), &sentences, &[]).unwrap();
         assert_eq!(s.category.as_deref(), Some("mental_health_self_harm"));
         // Without a head (older heads) the rules still run.
-        let s = detect(
-            text,
-            None,
-            &sentences,
-            &[],
-            &rules,
-            &Thresholds::uniform(0.35),
-        )
-        .unwrap();
+        let s = detect_at(0.35, text, None, &sentences, &[]).unwrap();
         assert_eq!(s.detector.as_deref(), Some("rules:card_number"));
     }
 
@@ -455,35 +415,16 @@ mod tests {
         let text = "Technical debt again. My cat's surgery is Friday.";
         let second = text.find("My").unwrap();
         let sentences = [((0, second), 0.5), ((second, text.len()), 0.4)];
-        let rules = Rules::new();
         let p = p_of("health", 0.3);
         // Head: record 0.3, sentences 0.5 and 0.4; words: record 0.1,
         // sentences 0.05 and 0.2. Readings 0.2, 0.275, 0.3.
         let lexical = [0.1, 0.05, 0.2];
         assert!((head_probability(&p, &sentences, &lexical) - 0.3).abs() < 1e-12);
         assert!((head_probability(&p, &sentences, &[]) - 0.5).abs() < 1e-12);
-        let s = detect(
-            text,
-            Some(&p),
-            &sentences,
-            &lexical,
-            &rules,
-            &Thresholds::uniform(0.3),
-        )
-        .unwrap();
+        let s = detect_at(0.3, text, Some(&p), &sentences, &lexical).unwrap();
         assert_eq!(s.confidence, Some(0.3));
         assert_eq!(s.quote.text.as_deref(), Some("My cat's surgery is Friday."));
-        assert!(
-            detect(
-                text,
-                Some(&p),
-                &sentences,
-                &[0.0, 0.0, 0.1],
-                &rules,
-                &Thresholds::uniform(0.3)
-            )
-            .is_none()
-        );
+        assert!(detect_at(0.3, text, Some(&p), &sentences, &[0.0, 0.0, 0.1]).is_none());
     }
 
     // The head's surest line and the words' surest line do not add up
@@ -501,29 +442,10 @@ mod tests {
         // Readings: record 0.2, first line 0.375, second line 0.3; the
         // surest line of each alone would add up to 0.6.
         assert!((head_probability(&p, &sentences, &lexical) - 0.375).abs() < 1e-12);
-        let rules = Rules::new();
-        assert!(
-            detect(
-                text,
-                Some(&p),
-                &sentences,
-                &lexical,
-                &rules,
-                &Thresholds::uniform(0.4)
-            )
-            .is_none()
-        );
+        assert!(detect_at(0.4, text, Some(&p), &sentences, &lexical).is_none());
         // When both find the same line sensitive, it is.
         let lexical = [0.2, 0.6, 0.1];
-        let s = detect(
-            text,
-            Some(&p),
-            &sentences,
-            &lexical,
-            &rules,
-            &Thresholds::uniform(0.4),
-        )
-        .unwrap();
+        let s = detect_at(0.4, text, Some(&p), &sentences, &lexical).unwrap();
         assert_eq!(s.confidence, Some(0.65));
         assert_eq!(s.quote.text.as_deref(), Some("Auntie told me."));
     }
@@ -548,33 +470,14 @@ mod tests {
         let lexical = [0.9, 0.1, 0.1, 0.1, 0.1];
         assert_eq!(WHOLE_TEXT_MAX_PASSAGES, 3);
         assert!((head_probability(&p, &calm, &lexical) - 0.15).abs() < 1e-12);
-        let rules = Rules::new();
-        assert!(
-            detect(
-                text,
-                Some(&p),
-                &calm,
-                &lexical,
-                &rules,
-                &Thresholds::uniform(0.35)
-            )
-            .is_none()
-        );
+        assert!(detect_at(0.35, text, Some(&p), &calm, &lexical).is_none());
         // Three passages: the whole text is read too.
         assert!((head_probability(&p, &calm[..3], &lexical[..4]) - 0.8).abs() < 1e-12);
         // One sure passage detects the long record and is its quote.
         let mut one = calm.clone();
         one[1].1 = 0.8;
         let lexical = [0.9, 0.1, 0.6, 0.1, 0.1];
-        let s = detect(
-            text,
-            Some(&p),
-            &one,
-            &lexical,
-            &rules,
-            &Thresholds::uniform(0.35),
-        )
-        .unwrap();
+        let s = detect_at(0.35, text, Some(&p), &one, &lexical).unwrap();
         assert_eq!(s.confidence, Some(0.7));
         assert_eq!(s.quote.text.as_deref(), Some("Insulin twice a day."));
         assert!(s.quote.is_verbatim(text));

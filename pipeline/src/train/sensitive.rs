@@ -418,8 +418,8 @@ fn dev_figures_of(
 }
 
 /// The lexical model's figures on the dev styles, each record read as the
-/// detector reads it (the whole text or its surest sentence); `null`
-/// without dev records.
+/// detector reads it: its surest reading, of the whole text (when
+/// [`reads_whole_text`]) and of each passage; `null` without dev records.
 fn dev_lexical_figures(
     lexical: &Lexical,
     dev: &[&SensitivityRecord],
@@ -432,8 +432,10 @@ fn dev_lexical_figures(
         .iter()
         .map(|r| {
             let sentences = crate::segment::passages(&r.text);
+            let skip = usize::from(!reads_whole_text(sentences.len()));
             lexical_probabilities(lexical, &r.text, &sentences)
                 .into_iter()
+                .skip(skip)
                 .fold(0.0, f64::max)
         })
         .collect();
