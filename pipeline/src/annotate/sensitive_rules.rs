@@ -115,7 +115,7 @@ const SECRET_KEYWORD: &str = concat!(
     r"|(?P<pass>pass)",
     r"|(?P<pin>pin(?:\s+(?:number|no\.?|code))?|passcode|pass\s+code",
     r"|key\s*safe(?:\s+code)?",
-    r"|(?:gate|door|alarm|entry|access|lock|keypad|building|garage|locker|padlock|safe|security|wi-?fi)\s+(?:code|combination|combo)|door\s*code)",
+    r"|(?:gate|door|alarm|entry|access|lock|keypad|building|garage|locker|padlock|safe|security|wi-?fi|pick-?up|collection)\s+(?:code|combination|combo)|door\s*code)",
     r"|(?P<code>code|combination|combo))\b",
 );
 
@@ -1155,6 +1155,12 @@ mod tests {
             one("pin", "4071")
         );
         assert_eq!(found("passcode: 551902"), one("pin", "551902"));
+        // A code that releases a child or a parcel to whoever says it.
+        assert_eq!(found("Daycare pickup code: 2291."), one("pin", "2291"));
+        assert_eq!(
+            found("locker collection code is 804417"),
+            one("pin", "804417")
+        );
     }
 
     // Talking about passwords or codes without a value is not a finding.
