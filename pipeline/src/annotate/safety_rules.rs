@@ -51,7 +51,7 @@ const STATEMENTS: &[&str] = &[
     r"\bend(?:ing)?\s+it\s+all\b",
     r"\b(?:want|wanted|wanting|wanna|wish|wished|wishing)\s+(?:to\s+)?(?:just\s+)?(?:die|be\s+dead)\b",
     r"\bwish(?:ed)?\s+(?:that\s+)?(?:i|she|he|they)\s+(?:was|were|had\s+been)\s+(?:dead|never\s+born)\b",
-    r"\b(?:wish|wished|hope|hoped)\s+(?:that\s+)?(?:i|she|he|they)\s+(?:would|wouldn[’']?t|won[’']?t|didn[’']?t|don[’']?t|could|never)\s+(?:just\s+)?(?:not\s+)?(?:wake\s+up|disappear)\b",
+    r"\b(?:wish|wished|wishing|hope|hoped|hoping)\s+(?:that\s+)?(?:i|she|he|they)\s+(?:just\s+)?(?:would|wouldn[’']?t|won[’']?t|didn[’']?t|don[’']?t|could|never)\s+(?:just\s+)?(?:not\s+)?(?:wake\s+up|disappear)\b",
     r"\b(?:don[’']?t|do\s+not|didn[’']?t|doesn[’']?t)\s+want\s+to\s+(?:be\s+(?:here|alive|around)|exist|live|wake\s+up)\s*(?:anymore|any\s+more|at\s+all)?\b",
     r"\b(?:no|not\s+any|isn[’']?t\s+(?:a|any))\s+(?:reason|point)\s+(?:to|in)\s+(?:live|living|go\s+on|going\s+on|being\s+alive|staying\s+alive|wak(?:e|ing)\s+up)\b",
     r"\bcan[’']?t\s+(?:go\s+on|keep\s+going)\s+(?:like\s+this\s+)?(?:anymore|any\s+more)\b",
@@ -69,6 +69,9 @@ const STATEMENTS: &[&str] = &[
     // "nobody would notice if I just stopped showing up".
     r"\b(?:everyone|everybody|you\s+all|y(?:ou|a)[’']d\s+all|they[’']d\s+all|the\s+world|my\s+(?:family|kids|parents))\s+(?:would|will|[’']d)?\s*be\s+better\s+off\b",
     r"\b(?:better\s+off|nobody|no\s+one|no-one)\b[^.!?\n]{0,40}\bif\s+i\s+(?:just\s+)?(?:logged\s+off|disappeared|went\s+away|wasn[’']?t\s+(?:around|here)|weren[’']?t\s+(?:around|here)|stopped\s+(?:existing|showing\s+up|being\s+here))",
+    // Weighing oneself again and again in a day (an eating disorder's
+    // checking): "weighed myself six times today", "weigh myself 4x a day".
+    r"\bweigh(?:ed|ing)?\s+myself\b[^.!?\n]{0,40}?\b(?:[3-9]|1\d|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a\s+dozen)\s*(?:times|x)\b",
     // Not being around, the point of it all.
     r"\bnot\s+like\s+i[’']?ll\s+(?:still\s+)?be\s+(?:around|here)\b",
     r"\bd(?:o|on[’']?)t\s+see\s+(?:the|much|any)\s+point\s+(?:of|in)\s+(?:any\s+of\s+it|anything|it\s+all|living|life|going\s+on|being\s+here)\b",
@@ -77,10 +80,15 @@ const STATEMENTS: &[&str] = &[
 /// "suicide" naming something else.
 const NOT_SELF_HARM: &str = r"(?i)\bsuicide\s+(?:bomb(?:er|ers|ing|ings)?|attack(?:s)?|squeeze|doors?|runs?|sprints?|drills?|mission(?:s)?|pact\s+(?:song|album)|squad)\b";
 
+/// What follows "wake up" when someone else is woken: "hope I don't wake
+/// up the baby", "don't want to wake up the whole house".
+const WOKEN: &str = r"(?i)^\s+(?:the|my|your|his|her|their|our|a|an|him|them|us|you|everyone|everybody|anyone|anybody|people|mum|mom|dad)\b";
+
 /// The safety statements, compiled once.
 pub struct SafetyRules {
     statements: Regex,
     not_self_harm: Regex,
+    woken: Regex,
 }
 
 impl Default for SafetyRules {
@@ -101,6 +109,7 @@ impl SafetyRules {
             statements: Regex::new(&format!("(?i){alternation}"))
                 .expect("the safety statements compile"),
             not_self_harm: Regex::new(NOT_SELF_HARM).expect("the exclusions compile"),
+            woken: Regex::new(WOKEN).expect("the objects of waking compile"),
         }
     }
 
@@ -111,9 +120,15 @@ impl SafetyRules {
             .find(|m| {
                 // "suicide bomber" and the like: the exclusion starts where
                 // the match does.
-                self.not_self_harm
+                let other = self
+                    .not_self_harm
                     .find_at(text, m.start())
-                    .is_none_or(|x| x.start() != m.start())
+                    .is_some_and(|x| x.start() == m.start());
+                // Waking someone else up.
+                let words = m.as_str().trim_end();
+                let woken = words.to_lowercase().ends_with("wake up")
+                    && self.woken.is_match(&text[m.start() + words.len()..]);
+                !other && !woken
             })
             .map(|m| SafetyFinding {
                 start: m.start(),
@@ -204,6 +219,15 @@ mod tests {
                 "they're cutting again, his mum says",
                 "they're cutting again",
             ),
+            (
+                "Kind of hoping I just don't wake up one of these mornings.",
+                "hoping I just don't wake up",
+            ),
+            (
+                "weighed myself on the bathroom scale 6 times today",
+                "weighed myself on the bathroom scale 6 times",
+            ),
+            ("weigh myself four times a day", "weigh myself four times"),
         ] {
             assert_eq!(found(text), Some(words), "{text}");
         }
@@ -233,6 +257,11 @@ mod tests {
             "The budget has been cut again, third year running.",
             "The council has been cutting again: the library closes Mondays.",
             "The company is cutting again, forty jobs this time.",
+            "Weighed myself at the gym: down 2 kg since March.",
+            "Weighed the flour three times because the scale kept drifting.",
+            "I weigh myself once a week, on Mondays.",
+            "Hoping I don't wake up the baby when I get in.",
+            "I don't want to wake up the whole house at 5am.",
         ] {
             assert_eq!(found(text), None, "{text}");
         }
