@@ -5,7 +5,8 @@
 //! be missed when it is said in so many words: a person saying they want
 //! to die, to end their life, to hurt themselves on purpose, that others
 //! would be better off without them, that they have no reason to go on,
-//! or naming suicide, self-harm or an overdose. A missed self-harm record
+//! or naming suicide, self-harm, an overdose or an eating disorder (or
+//! weighing themselves again and again in a day). A missed self-harm record
 //! costs more than a quarantined one, so the rules lean to recall within
 //! those statements, and stay away from what only sounds like them:
 //!
@@ -15,7 +16,9 @@
 //!   counts only when it is deliberate: `self-harm`, `harm myself`,
 //!   `cutting myself` as a habit or urge, `hurt myself on purpose`);
 //! - "suicide" as a name for something else: a suicide bomber, suicide
-//!   squeeze, suicide doors, a suicide run (drill), "suicide mission".
+//!   squeeze, suicide doors, a suicide run (drill), "suicide mission";
+//!   an eating disorder as a topic: a documentary, an awareness fun run,
+//!   research.
 //!
 //! Third-person statements about self-harm ("my brother overdosed", "she
 //! talked about ending her life") are safety records too: the record holds
@@ -41,6 +44,9 @@ const STATEMENTS: &[&str] = &[
     r"\bself[- ]?harm(?:ing|ed)?\b",
     r"\bself[- ]?injur(?:y|e|ing|ed)\b",
     r"\boverdos(?:e|ed|es|ing)\b",
+    // An eating disorder named: "in recovery from anorexia", "the
+    // bulimia", "her eating disorder counsellor".
+    r"\b(?:anorexi[ac]|bulimi[ac]|(?:binge[- ])?eating\s+disorders?)\b",
     r"\b(?:kill|killing|killed|harm|harming|harmed)\s+(?:myself|herself|himself|themselves|themself|yourself)\b",
     r"\b(?:cutting|burning|starving)\s+(?:myself|herself|himself|themselves)\b",
     r"\b(?:cut|cutting|hurt|hurting|burn|burning)\s+(?:myself|herself|himself|themselves)\s+(?:again|on purpose|deliberately)\b",
@@ -77,8 +83,8 @@ const STATEMENTS: &[&str] = &[
     r"\bd(?:o|on[’']?)t\s+see\s+(?:the|much|any)\s+point\s+(?:of|in)\s+(?:any\s+of\s+it|anything|it\s+all|living|life|going\s+on|being\s+here)\b",
 ];
 
-/// "suicide" naming something else.
-const NOT_SELF_HARM: &str = r"(?i)\bsuicide\s+(?:bomb(?:er|ers|ing|ings)?|attack(?:s)?|squeeze|doors?|runs?|sprints?|drills?|mission(?:s)?|pact\s+(?:song|album)|squad)\b";
+/// "suicide" naming something else; an eating disorder as a topic.
+const NOT_SELF_HARM: &str = r"(?i)\b(?:(?:anorexia|bulimia|eating\s+disorders?)\s+(?:documentar(?:y|ies)|awareness|fundrais(?:er|ers|ing)|fun\s+runs?|research)|suicide\s+(?:bomb(?:er|ers|ing|ings)?|attack(?:s)?|squeeze|doors?|runs?|sprints?|drills?|mission(?:s)?|pact\s+(?:song|album)|squad))\b";
 
 /// What follows "wake up" when someone else is woken: "hope I don't wake
 /// up the baby", "don't want to wake up the whole house".
@@ -228,6 +234,15 @@ mod tests {
                 "weighed myself on the bathroom scale 6 times",
             ),
             ("weigh myself four times a day", "weigh myself four times"),
+            (
+                "Petra has been an inpatient twice for anorexia.",
+                "anorexia",
+            ),
+            ("talked about the bulimia instead of circling it", "bulimia"),
+            (
+                "her old eating disorder counsellor's number",
+                "eating disorder",
+            ),
         ] {
             assert_eq!(found(text), Some(words), "{text}");
         }
@@ -260,6 +275,8 @@ mod tests {
             "Weighed myself at the gym: down 2 kg since March.",
             "Weighed the flour three times because the scale kept drifting.",
             "I weigh myself once a week, on Mondays.",
+            "Watched an anorexia documentary for my psychology essay.",
+            "Ran the eating disorder awareness fun run with the office.",
             "Hoping I don't wake up the baby when I get in.",
             "I don't want to wake up the whole house at 5am.",
         ] {
