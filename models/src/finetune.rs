@@ -497,7 +497,7 @@ impl Default for FineTuneOptions {
     fn default() -> Self {
         Self {
             lora: LoraConfig::default(),
-            epochs: 4,
+            epochs: 6,
             batch_size: 16,
             learning_rate: 5e-4,
             weight_decay: 0.01,

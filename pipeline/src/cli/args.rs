@@ -204,7 +204,7 @@ pub struct TrainArgs {
     /// again: minutes instead of an hour (new labeled data, --curated).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["frozen", "resume"])]
     pub adapters: Option<PathBuf>,
-    /// Fine-tuning passes over the examples (default 4). With --frozen or --adapters:
+    /// Fine-tuning passes over the examples (default 6, the committed model's; 8 overfit). With --frozen or --adapters:
     /// passes of the heads (default 30; the tom_kind and intensity heads
     /// get twice as many, the affect MLP a quarter).
     #[arg(long)]
