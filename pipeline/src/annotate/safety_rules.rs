@@ -132,8 +132,10 @@ impl SafetyRules {
                     .is_some_and(|x| x.start() == m.start());
                 // Waking someone else up.
                 let words = m.as_str().trim_end();
-                let woken = words.to_lowercase().ends_with("wake up")
-                    && self.woken.is_match(&text[m.start() + words.len()..]);
+                let mut last = words.split_whitespace().rev();
+                let wake_up = last.next().is_some_and(|w| w.eq_ignore_ascii_case("up"))
+                    && last.next().is_some_and(|w| w.eq_ignore_ascii_case("wake"));
+                let woken = wake_up && self.woken.is_match(&text[m.start() + words.len()..]);
                 !other && !woken
             })
             .map(|m| SafetyFinding {
@@ -279,6 +281,7 @@ mod tests {
             "Ran the eating disorder awareness fun run with the office.",
             "Hoping I don't wake up the baby when I get in.",
             "I don't want to wake up the whole house at 5am.",
+            "hope I don't wake\n up the neighbours",
         ] {
             assert_eq!(found(text), None, "{text}");
         }
