@@ -541,6 +541,91 @@ fn a_stated_wish_to_die_is_a_safety_record_from_the_rules_alone() {
     assert!(anns[1]["sensitive"].is_null(), "{}", anns[1]);
 }
 
+/// The rules' eating-disorder, weighing and pickup-code forms through
+/// `tomlite annotate`, with the model kept out (thresholds at 1): a named
+/// eating disorder and weighing oneself again and again are safety
+/// records from `rules:self_harm`, a daycare pickup code with its value is
+/// `credentials_pii` from `rules:pin`, each quoted by its sentence at its
+/// byte offsets; waking the baby and a documentary are left alone.
+#[test]
+fn eating_disorders_weighing_and_pickup_codes_are_found_by_the_rules() {
+    model_present();
+    let env = Env::new();
+    let texts = [
+        (
+            "r1",
+            "Dinner with Kit on Friday. She told me she's in recovery from anorexia and buffets are hard.",
+            Some((
+                "mental_health_self_harm",
+                "rules:self_harm",
+                "She told me she's in recovery from anorexia and buffets are hard.",
+            )),
+        ),
+        (
+            "r2",
+            "Slept badly. Weighed myself on the bathroom scale 6 times today. Rota is up.",
+            Some((
+                "mental_health_self_harm",
+                "rules:self_harm",
+                "Weighed myself on the bathroom scale 6 times today.",
+            )),
+        ),
+        (
+            "r3",
+            "Nursery run on Monday. Daycare pickup code: 2291. Bring the wellies.",
+            Some(("credentials_pii", "rules:pin", "Daycare pickup code: 2291.")),
+        ),
+        (
+            "r4",
+            "Late shift again, hoping I don't wake up the baby when I get in.",
+            None,
+        ),
+        (
+            "r5",
+            "Watched an anorexia documentary for my psychology essay, due Friday.",
+            None,
+        ),
+    ];
+    let rows: Vec<Value> = texts.iter().map(|(id, t, _)| record(id, t)).collect();
+    env.jsonl("records.jsonl", &rows);
+    env.write(
+        "p.yaml",
+        "persona_memory_policy:\n  sensitive_content:\n    threshold: 1\n    safety_threshold: 1\n",
+    );
+    env.cmd(
+        "annotate",
+        &[
+            "--policy",
+            "p.yaml",
+            "--input",
+            "records.jsonl",
+            "--out",
+            "annotations.jsonl",
+        ],
+    )
+    .ok();
+    let anns = read_jsonl(&env.path("annotations.jsonl"));
+    assert_eq!(anns.len(), texts.len());
+    for ((id, text, want), ann) in texts.iter().zip(&anns) {
+        assert_eq!(ann["record_id"], *id);
+        let s = &ann["sensitive"];
+        match want {
+            None => assert!(s.is_null(), "{id}: {s}"),
+            Some((category, detector, quote)) => {
+                assert_eq!(s["category"], *category, "{id}: {s}");
+                assert_eq!(s["detector"], *detector, "{id}: {s}");
+                assert_eq!(s["confidence"], 1.0, "{id}: {s}");
+                assert_eq!(s["quote"], *quote, "{id}: {s}");
+                let (a, b) = (
+                    s["quote_start"].as_u64().unwrap() as usize,
+                    s["quote_end"].as_u64().unwrap() as usize,
+                );
+                assert_eq!(&text[a..b], *quote, "{id}");
+            }
+        }
+    }
+}
+
 /// f32 on the `amx` path (the default where the CPU has AMX): the tile
 /// unit's bf16 × 3 products give the labels, tags, quotes and edges of
 /// `gemm`'s f32 products (`TOMLITE_KERNELS=avx2` runs f32 in gemm) with
