@@ -456,6 +456,32 @@ fn a_run_on_transcript_is_quoted_by_the_passage_that_holds_the_statement() {
     }
 }
 
+/// Writes `rows` to `records.jsonl` and a policy `p.yaml` whose
+/// thresholds are 1, so that the model cannot detect anything (its
+/// P(sensitive) is a mean of two probabilities under 1); runs `tomlite
+/// annotate` with it and returns the annotations: what the rules alone
+/// find.
+fn annotate_with_the_rules_alone(env: &Env, rows: &[Value]) -> Vec<Value> {
+    env.jsonl("records.jsonl", rows);
+    env.write(
+        "p.yaml",
+        "persona_memory_policy:\n  sensitive_content:\n    threshold: 1\n    safety_threshold: 1\n",
+    );
+    env.cmd(
+        "annotate",
+        &[
+            "--policy",
+            "p.yaml",
+            "--input",
+            "records.jsonl",
+            "--out",
+            "annotations.jsonl",
+        ],
+    )
+    .ok();
+    read_jsonl(&env.path("annotations.jsonl"))
+}
+
 /// The self-harm rules stand on their own: with the policy's thresholds at
 /// 1 the model cannot detect anything (its P(sensitive) is a mean of two
 /// probabilities under 1), yet a stated wish to die is a safety record
@@ -476,24 +502,7 @@ fn a_stated_wish_to_die_is_a_safety_record_from_the_rules_alone() {
         ),
     ];
     let rows: Vec<Value> = texts.iter().map(|(id, t)| record(id, t)).collect();
-    env.jsonl("records.jsonl", &rows);
-    env.write(
-        "p.yaml",
-        "persona_memory_policy:\n  sensitive_content:\n    threshold: 1\n    safety_threshold: 1\n",
-    );
-    env.cmd(
-        "annotate",
-        &[
-            "--policy",
-            "p.yaml",
-            "--input",
-            "records.jsonl",
-            "--out",
-            "annotations.jsonl",
-        ],
-    )
-    .ok();
-    let anns = read_jsonl(&env.path("annotations.jsonl"));
+    let anns = annotate_with_the_rules_alone(&env, &rows);
     let safety = &anns[0]["sensitive"];
     assert_eq!(safety["category"], "mental_health_self_harm", "{safety}");
     assert_eq!(safety["detector"], "rules:self_harm");
@@ -587,24 +596,7 @@ fn eating_disorders_weighing_and_pickup_codes_are_found_by_the_rules() {
         ),
     ];
     let rows: Vec<Value> = texts.iter().map(|(id, t, _)| record(id, t)).collect();
-    env.jsonl("records.jsonl", &rows);
-    env.write(
-        "p.yaml",
-        "persona_memory_policy:\n  sensitive_content:\n    threshold: 1\n    safety_threshold: 1\n",
-    );
-    env.cmd(
-        "annotate",
-        &[
-            "--policy",
-            "p.yaml",
-            "--input",
-            "records.jsonl",
-            "--out",
-            "annotations.jsonl",
-        ],
-    )
-    .ok();
-    let anns = read_jsonl(&env.path("annotations.jsonl"));
+    let anns = annotate_with_the_rules_alone(&env, &rows);
     assert_eq!(anns.len(), texts.len());
     for ((id, text, want), ann) in texts.iter().zip(&anns) {
         assert_eq!(ann["record_id"], *id);
