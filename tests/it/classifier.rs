@@ -557,7 +557,7 @@ fn a_stated_wish_to_die_is_a_safety_record_from_the_rules_alone() {
 /// `credentials_pii` from `rules:pin`, each quoted by its sentence at its
 /// byte offsets; waking the baby and a documentary are left alone.
 #[test]
-fn eating_disorders_weighing_and_pickup_codes_are_found_by_the_rules() {
+fn eating_disorders_weighing_recovery_counts_and_pickup_codes_are_found_by_the_rules() {
     model_present();
     let env = Env::new();
     let texts = [
@@ -594,6 +594,16 @@ fn eating_disorders_weighing_and_pickup_codes_are_found_by_the_rules() {
             "Watched an anorexia documentary for my psychology essay, due Friday.",
             None,
         ),
+        (
+            "r6",
+            "Long walk with the dog. Didn't cut tonight. Proud-ish.",
+            Some((
+                "mental_health_self_harm",
+                "rules:self_harm",
+                "Didn't cut tonight.",
+            )),
+        ),
+        ("r7", "Didn't cut the grass today, it rained.", None),
     ];
     let rows: Vec<Value> = texts.iter().map(|(id, t, _)| record(id, t)).collect();
     let anns = annotate_with_the_rules_alone(&env, &rows);

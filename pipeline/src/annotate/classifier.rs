@@ -184,6 +184,10 @@ pub struct Scores {
     pub sensitive: Vec<f32>,
     /// Per sentence: P(sensitive) from the same head on its vector.
     pub sentence_sensitive: Vec<f32>,
+    /// Per sentence: the head's most likely category on its vector (an
+    /// index into its labels, `none` being 0, so 1 and up); empty when the
+    /// text is its one sentence (the record's distribution says it).
+    pub sentence_sensitive_category: Vec<u8>,
     /// The lexical sensitive model's P of the whole text, then of each
     /// sentence; empty without one.
     pub sensitive_lexical: Vec<f32>,
@@ -252,9 +256,10 @@ type SentenceP = ((usize, usize), f64);
 /// The sensitive detector's view of a record's scores: the head's
 /// distribution (`none` first; empty without a head), every sentence with
 /// its P(sensitive) (0 where there is no head: the rules still quote the
-/// sentence that holds their finding), and the lexical model's P of the
-/// text and of each sentence (empty without one).
-fn sensitive_inputs(s: &Scores) -> (Vec<f64>, Vec<SentenceP>, Vec<f64>) {
+/// sentence that holds their finding), the lexical model's P of the
+/// text and of each sentence (empty without one), and each sentence's
+/// most likely category (empty for a text of one sentence).
+fn sensitive_inputs(s: &Scores) -> (Vec<f64>, Vec<SentenceP>, Vec<f64>, Vec<usize>) {
     let record = s.sensitive.iter().map(|&p| f64::from(p)).collect();
     let sentences = s
         .sentences
@@ -266,7 +271,12 @@ fn sensitive_inputs(s: &Scores) -> (Vec<f64>, Vec<SentenceP>, Vec<f64>) {
         })
         .collect();
     let lexical = s.sensitive_lexical.iter().map(|&p| f64::from(p)).collect();
-    (record, sentences, lexical)
+    let categories = s
+        .sentence_sensitive_category
+        .iter()
+        .map(|&c| usize::from(c))
+        .collect();
+    (record, sentences, lexical, categories)
 }
 
 /// `adapters <sha256>`, or `no adapters`.
@@ -319,6 +329,9 @@ struct SentenceScores {
     tom_logits: Vec<Vec<f32>>,
     /// Per row: P(sensitive) (empty without the sensitive head).
     sensitive: Vec<f32>,
+    /// Per row: the sensitive head's most likely category (1 and up;
+    /// empty without the head).
+    sensitive_category: Vec<u8>,
 }
 
 /// What one encoder pass gave for the distinct texts of a batch.
@@ -428,12 +441,13 @@ impl Classifier {
     /// detector is on ([`crate::annotate::sensitive::detect`]).
     pub fn detect_sensitive(&self, text: &str, s: &Scores) -> Option<Sensitive> {
         let thresholds = self.sensitive_thresholds?;
-        let (record, sentences, lexical) = sensitive_inputs(s);
+        let (record, sentences, lexical, categories) = sensitive_inputs(s);
         crate::annotate::sensitive::detect(
             text,
             (!record.is_empty()).then_some(record.as_slice()),
             &sentences,
             &lexical,
+            &categories,
             &self.rules,
             &thresholds,
         )
@@ -446,7 +460,7 @@ impl Classifier {
         if !self.rules.find(text).is_empty() {
             return 1.0;
         }
-        let (record, sentences, lexical) = sensitive_inputs(s);
+        let (record, sentences, lexical, _) = sensitive_inputs(s);
         if record.is_empty() {
             return 0.0;
         }
@@ -746,21 +760,27 @@ impl Classifier {
                 rows,
                 tom_logits: Vec::new(),
                 sensitive: Vec::new(),
+                sensitive_category: Vec::new(),
             });
         }
         let x = Rows::new(flat, dim)?;
-        let sensitive: Vec<f32> = match &self.heads.sensitive {
+        let (sensitive, sensitive_category): (Vec<f32>, Vec<u8>) = match &self.heads.sensitive {
             Some(head) => head
                 .logits_rows(&x)?
                 .iter()
-                .map(|z| (1.0 - softmax_t(z, head.temperature)[0]) as f32)
-                .collect(),
-            None => Vec::new(),
+                .map(|z| {
+                    let p = softmax_t(z, head.temperature);
+                    let category = crate::annotate::sensitive::most_likely_category(&p);
+                    ((1.0 - p[0]) as f32, category as u8)
+                })
+                .unzip(),
+            None => (Vec::new(), Vec::new()),
         };
         Ok(SentenceScores {
             rows,
             tom_logits: self.heads.tom_kind.logits_rows(&x)?,
             sensitive,
+            sensitive_category,
         })
     }
 
@@ -842,6 +862,16 @@ impl Classifier {
             } else {
                 rows.iter()
                     .map(|&r| pass.sentences.sensitive.get(r).copied().unwrap_or(0.0))
+                    .collect()
+            },
+            sentence_sensitive_category: if sensitive.is_empty() {
+                Vec::new()
+            } else {
+                rows.iter()
+                    .map(|&r| {
+                        let c = pass.sentences.sensitive_category.get(r).copied();
+                        c.unwrap_or(0)
+                    })
                     .collect()
             },
             sensitive_lexical: match &self.heads.sensitive_lexical {

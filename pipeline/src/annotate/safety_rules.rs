@@ -71,6 +71,12 @@ const STATEMENTS: &[&str] = &[
     // not about a person).
     r"(?:\b(?:she|he|they)|\b(?-i:[A-Z][a-z]+)|\b(?:my|her|his|their|our)\s+(?:brother|sister|son|daughter|friend|partner|wife|husband|girlfriend|boyfriend|mum|mom|mother|dad|father|kid|child|niece|nephew|cousin|client|student|flatmate|roommate))(?:[’']s|[’']ve|\s+has|\s+have|\s+had)\s+(?:been|started)\s+cutting\s+again\b",
     r"\b(?:she|he|they)(?:[’']s|[’']re|\s+is|\s+was|\s+are|\s+were)\s+cutting\s+again\b",
+    // Keeping count of days without self-harm, as a recovery log does:
+    // "didn't cut tonight", "haven't cut in 12 days", "3 weeks clean from
+    // cutting" ("cut" with nothing after it but the time: "didn't cut the
+    // grass today" and "haven't cut my hair in weeks" have an object).
+    r"\b(?:didn[’']?t|did\s+not|managed\s+not\s+to|haven[’']?t|have\s+not|hasn[’']?t|has\s+not)\s+cut\s+(?:tonight|today|last\s+night|this\s+(?:week|month)|(?:in|for)\s+(?:\d+|a|an|two|three|four|five|six|seven|eight|nine|ten|a\s+few|several)\s+(?:days?|nights?|weeks?|months?))\b",
+    r"\b(?:clean|free)\s+(?:from|of)\s+cutting\b|\bcutting[- ]free\b",
     // Others better off, nobody noticing: "everyone would be better off",
     // "nobody would notice if I just stopped showing up".
     r"\b(?:everyone|everybody|you\s+all|y(?:ou|a)[’']d\s+all|they[’']d\s+all|the\s+world|my\s+(?:family|kids|parents))\s+(?:would|will|[’']d)?\s*be\s+better\s+off\b",
@@ -245,6 +251,13 @@ mod tests {
                 "her old eating disorder counsellor's number",
                 "eating disorder",
             ),
+            ("Didn't cut tonight.", "Didn't cut tonight"),
+            (
+                "haven't cut in 12 days, longest since spring",
+                "haven't cut in 12 days",
+            ),
+            ("three weeks clean from cutting", "clean from cutting"),
+            ("Day 9 cutting-free.", "cutting-free"),
         ] {
             assert_eq!(found(text), Some(words), "{text}");
         }
@@ -282,6 +295,10 @@ mod tests {
             "Hoping I don't wake up the baby when I get in.",
             "I don't want to wake up the whole house at 5am.",
             "hope I don't wake\n up the neighbours",
+            "Didn't cut the grass today, it rained.",
+            "Haven't cut my hair in three months.",
+            "The grant wasn't cut this year, for once.",
+            "Didn't cut it at the audition tonight.",
         ] {
             assert_eq!(found(text), None, "{text}");
         }

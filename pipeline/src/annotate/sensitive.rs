@@ -73,12 +73,22 @@ impl Thresholds {
 /// The version of the rules (identifiers and self-harm statements), part
 /// of the annotator id: a change of what the rules find redoes the records
 /// annotated under the old ones.
-pub const RULES_VERSION: &str = "sensitive-rules-8";
+pub const RULES_VERSION: &str = "sensitive-rules-9";
 
 /// The version of how the detector reads the model's scores
 /// ([`head_probability`]), part of the annotator id like the rules': a
 /// record read another way is annotated again.
-pub const READING_VERSION: &str = "sensitive-reading-2";
+pub const READING_VERSION: &str = "sensitive-reading-3";
+
+/// The most likely category of the head's distribution `p` (`none` first):
+/// its index among the labels (1 and up), whatever `none`'s P.
+pub fn most_likely_category(p: &[f64]) -> usize {
+    p.iter()
+        .enumerate()
+        .skip(1)
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .map_or(1, |(c, _)| c)
+}
 
 /// The most passages a record may have and still be read as a whole: a
 /// longer one is sensitive when one of its passages is, so its whole text
@@ -164,7 +174,9 @@ fn reading(head: f64, lexical: &[f64], at: usize) -> f64 {
 /// the record (`record`: `none` first), P(sensitive) of each sentence
 /// (`sentences`, with their spans), the lexical model's P of the record
 /// and of each sentence (`lexical`, empty without one; see
-/// [`head_probability`]), and the identifier rules.
+/// [`head_probability`]), the head's most likely category of each
+/// sentence (`categories`, label indices; empty: the record's), and the
+/// identifier rules.
 ///
 /// - The rules find identifiers and secrets (`credentials_pii`,
 ///   confidence 1: a Luhn-valid card number is not a matter of degree) and
@@ -172,9 +184,13 @@ fn reading(head: f64, lexical: &[f64], at: usize) -> f64 {
 ///   (`mental_health_self_harm`, confidence 1, detector `rules:self_harm`:
 ///   "I want to die" is a safety record whatever the head makes of it).
 /// - The model detects when P(sensitive) reaches the threshold of its
-///   category ([`Thresholds::of`]); its category is the record's most
-///   likely one, its quote the passage with the highest P(sensitive) (the
-///   mean of the head's and the lexical model's, with one).
+///   category ([`Thresholds::of`]); its quote is the passage with the
+///   highest P(sensitive) (the mean of the head's and the lexical model's,
+///   with one), and its category the one of the surest reading: that
+///   passage's most likely category when the passage is surer than the
+///   whole text (or the whole text is not read), else the record's. A
+///   long journal's one self-harm line is a safety record even when the
+///   rest of it reads, on the whole, as something else.
 /// - When several fire, a safety record wins (the head's, else the
 ///   rules'), then the rules' identifier, then the head's category.
 pub fn detect(
@@ -182,24 +198,31 @@ pub fn detect(
     record: Option<&[f64]>,
     sentences: &[((usize, usize), f64)],
     lexical: &[f64],
+    categories: &[usize],
     rules: &Rules,
     thresholds: &Thresholds,
 ) -> Option<Sensitive> {
     let model = record.and_then(|p| {
+        if p.len() < 2 {
+            return None;
+        }
         let sensitive = head_probability(p, sentences, lexical);
-        let (c, _) = p
+        let surest = sentences
             .iter()
+            .zip(passage_readings(sentences, lexical))
             .enumerate()
-            .skip(1)
-            .max_by(|a, b| a.1.total_cmp(b.1))?;
+            .max_by(|a, b| a.1.1.total_cmp(&b.1.1));
+        let (s, e) = surest.map_or((0, text.len()), |(_, (sentence, _))| sentence.0);
+        // The passage decides the category when its reading is the
+        // detector's P (the whole text's reading is not surer).
+        let passage_decides = surest.is_some_and(|(_, (_, r))| r >= sensitive);
+        let c = match surest.and_then(|(i, _)| categories.get(i)) {
+            Some(&c) if passage_decides && (1..p.len()).contains(&c) => c,
+            _ => most_likely_category(p),
+        };
         if sensitive < thresholds.of(SENSITIVE_CATEGORIES[c - 1]) {
             return None;
         }
-        let (s, e) = sentences
-            .iter()
-            .zip(passage_readings(sentences, lexical))
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-            .map_or((0, text.len()), |(sentence, _)| sentence.0);
         Some(found(
             text,
             SENSITIVE_CATEGORIES[c - 1],
@@ -298,6 +321,7 @@ mod tests {
             record,
             sentences,
             lexical,
+            &[],
             &Rules::new(),
             &Thresholds::uniform(t),
         )
@@ -496,7 +520,7 @@ mod tests {
             safety: 0.35,
         };
         let safety = p_of("mental_health_self_harm", 0.3);
-        let s = detect(text, Some(&safety), &sentences, &[], &rules, &t).unwrap();
+        let s = detect(text, Some(&safety), &sentences, &[], &[], &rules, &t).unwrap();
         assert_eq!(s.category.as_deref(), Some("mental_health_self_harm"));
         assert_eq!(s.confidence, Some(0.4));
         assert!(
@@ -505,11 +529,89 @@ mod tests {
                 Some(&p_of("health", 0.3)),
                 &sentences,
                 &[],
+                &[],
                 &rules,
                 &t
             )
             .is_none()
         );
         assert_eq!(Thresholds::uniform(0.4).of(SAFETY_CATEGORY), 0.4);
+    }
+
+    // The category is the surest reading's: the passage that carries the
+    // detection names it, unless the whole text reads surer.
+    #[test]
+    fn the_surest_passage_names_the_category() {
+        let label = |c: &str| SENSITIVE_CATEGORIES.iter().position(|k| *k == c).unwrap() + 1;
+        let text = "Watched the film with the bathroom scene. Had to look away. \
+                    Slept badly. Stopped the tablets, don't see why I'd bother.";
+        let spans: Vec<(usize, usize)> = ["Watched", "Had", "Slept", "Stopped"]
+            .iter()
+            .map(|w| text.find(w).unwrap())
+            .zip(
+                ["Had", "Slept", "Stopped"]
+                    .iter()
+                    .map(|w| text.find(w).unwrap())
+                    .chain([text.len()]),
+            )
+            .collect();
+        let ps = [0.3, 0.1, 0.1, 0.7];
+        let sentences: Vec<_> = spans.iter().copied().zip(ps).collect();
+        let categories = [
+            label("sexual"),
+            label("health"),
+            label("health"),
+            label("mental_health_self_harm"),
+        ];
+        // Four passages: the record is read by its passages; on the whole
+        // the head says `sexual`, the last line says self-harm.
+        let record = p_of("sexual", 0.5);
+        let t = Thresholds {
+            general: 0.5,
+            safety: 0.35,
+        };
+        let rules = Rules::new();
+        let s = detect(
+            text,
+            Some(&record),
+            &sentences,
+            &[],
+            &categories,
+            &rules,
+            &t,
+        )
+        .unwrap();
+        assert_eq!(s.category.as_deref(), Some(SAFETY_CATEGORY));
+        assert_eq!(
+            s.quote.text.as_deref(),
+            Some("Stopped the tablets, don't see why I'd bother.")
+        );
+        assert_eq!(s.confidence, Some(0.7));
+        // Without per-passage categories, the record's names it, and its
+        // threshold (0.5) still lets 0.7 through.
+        let s = detect(text, Some(&record), &sentences, &[], &[], &rules, &t).unwrap();
+        assert_eq!(s.category.as_deref(), Some("sexual"));
+        // A short record whose whole text reads surer than any passage
+        // keeps the record's category.
+        let short = &sentences[2..];
+        let whole = p_of("health", 0.9);
+        let s = detect(text, Some(&whole), short, &[], &categories[2..], &rules, &t).unwrap();
+        assert_eq!(s.category.as_deref(), Some("health"));
+        assert_eq!(s.confidence, Some(0.9));
+        // A passage category under its own threshold detects nothing.
+        let mut weak = sentences.clone();
+        weak[3].1 = 0.3;
+        assert!(
+            detect(
+                text,
+                Some(&p_of("sexual", 0.2)),
+                &weak,
+                &[],
+                &categories,
+                &rules,
+                &t
+            )
+            .is_none()
+        );
     }
 }
