@@ -952,3 +952,50 @@ fn a_long_journal_is_detected_and_quoted_by_its_one_sensitive_passage() {
     assert!(s["confidence"].as_f64().unwrap() >= 0.35, "{s}");
     assert!(anns[1]["sensitive"].is_null(), "{}", anns[1]);
 }
+
+// A journal whose surest line is a self-harm line, among lines the head
+// reads as `sexual` on the whole: the detection is filed under the line
+// that fired (a safety record, listed first in the report), not under
+// the record's most likely category.
+#[test]
+fn a_self_harm_line_among_other_lines_is_filed_as_a_safety_record() {
+    model_present();
+    let env = Env::new();
+    let texts = [
+        (
+            "Watched the new series with Tom last night, the one with all the steamy scenes, and honestly we were both a bit embarrassed on the sofa. The lead actor is ridiculous though. ",
+            "Gave my sister the good watch and the camera today, she should have them, I won't need them much longer.",
+            " Then pizza and an early night.",
+        ),
+        (
+            "Date night went fine, we kissed in the car park like teenagers and he asked to stay over, which I said no to, too soon. Work tomorrow is the audit. ",
+            "Some nights I lie awake and think everyone would cope fine if I just wasn't here.",
+            " Need to buy milk and bin bags.",
+        ),
+    ];
+    let rows: Vec<Value> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, (a, line, b))| record(&format!("j{i}"), &format!("{a}{line}{b}")))
+        .collect();
+    env.jsonl("records.jsonl", &rows);
+    env.cmd(
+        "annotate",
+        &["--input", "records.jsonl", "--out", "a.jsonl"],
+    )
+    .ok();
+    let anns = read_jsonl(&env.path("a.jsonl"));
+    for ((a, line, b), ann) in texts.iter().zip(&anns) {
+        let text = format!("{a}{line}{b}");
+        let s = &ann["sensitive"];
+        assert_eq!(s["category"], "mental_health_self_harm", "{ann}");
+        assert_eq!(s["detector"], "model", "{ann}");
+        assert_eq!(s["quote"], *line, "{ann}");
+        let (qs, qe) = (
+            s["quote_start"].as_u64().unwrap() as usize,
+            s["quote_end"].as_u64().unwrap() as usize,
+        );
+        assert_eq!(&text[qs..qe], *line);
+        assert!(s["confidence"].as_f64().unwrap() >= 0.35, "{s}");
+    }
+}

@@ -72,11 +72,14 @@ const STATEMENTS: &[&str] = &[
     r"(?:\b(?:she|he|they)|\b(?-i:[A-Z][a-z]+)|\b(?:my|her|his|their|our)\s+(?:brother|sister|son|daughter|friend|partner|wife|husband|girlfriend|boyfriend|mum|mom|mother|dad|father|kid|child|niece|nephew|cousin|client|student|flatmate|roommate))(?:[’']s|[’']ve|\s+has|\s+have|\s+had)\s+(?:been|started)\s+cutting\s+again\b",
     r"\b(?:she|he|they)(?:[’']s|[’']re|\s+is|\s+was|\s+are|\s+were)\s+cutting\s+again\b",
     // Keeping count of days without self-harm, as a recovery log does:
-    // "didn't cut tonight", "haven't cut in 12 days", "3 weeks clean from
-    // cutting" ("cut" with nothing after it but the time: "didn't cut the
-    // grass today" and "haven't cut my hair in weeks" have an object).
-    r"\b(?:didn[’']?t|did\s+not|managed\s+not\s+to|haven[’']?t|have\s+not|hasn[’']?t|has\s+not)\s+cut\s+(?:tonight|today|last\s+night|this\s+(?:week|month)|(?:in|for)\s+(?:\d+|a|an|two|three|four|five|six|seven|eight|nine|ten|a\s+few|several)\s+(?:days?|nights?|weeks?|months?))\b",
-    r"\b(?:clean|free)\s+(?:from|of)\s+cutting\b|\bcutting[- ]free\b",
+    // "Didn't cut tonight.", "I haven't cut myself in 12 days", "3 weeks
+    // clean from cutting", "day 9 cutting-free". The writer's own count:
+    // "I" or a sentence or bullet before the verb ("the Fed hasn't cut in
+    // 12 months" is not), "cut" with nothing after it but the time
+    // ("didn't cut the grass today" has an object), and the time a whole
+    // word ("didn't cut today's session short").
+    r"(?:^|[\n.!?]\s*|[-•*]\s*|\bi\s+|\bi[’']ve\s+)(?:didn[’']?t|did\s+not|managed\s+not\s+to|haven[’']?t|have\s+not|not)\s+cut\s+(?:myself\s+)?(?:tonight|today|yesterday|last\s+night|this\s+(?:week|month)|since\s+\w+|in\s+a\s+while|(?:in|for)\s+(?:over\s+)?(?:\d+|a|an|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a\s+few|several)\s+(?:days?|nights?|weeks?|months?|years?))(?:[\s.,;:!?)]|$)",
+    r"\b(?:days?|weeks?|months?|years?)\s+(?:(?:clean|free)\s+(?:from|of)|without)\s+cutting\b|\bcutting-free\b",
     // Others better off, nobody noticing: "everyone would be better off",
     // "nobody would notice if I just stopped showing up".
     r"\b(?:everyone|everybody|you\s+all|y(?:ou|a)[’']d\s+all|they[’']d\s+all|the\s+world|my\s+(?:family|kids|parents))\s+(?:would|will|[’']d)?\s*be\s+better\s+off\b",
@@ -144,9 +147,23 @@ impl SafetyRules {
                 let woken = wake_up && self.woken.is_match(&text[m.start() + words.len()..]);
                 !other && !woken
             })
-            .map(|m| SafetyFinding {
-                start: m.start(),
-                end: m.end(),
+            .map(|m| {
+                // A statement may start at the end of the sentence before
+                // it, or end on the punctuation after it: the finding is
+                // its words.
+                let words = m.as_str();
+                let lead = words.len()
+                    - words
+                        .trim_start_matches(|c: char| c.is_whitespace() || ".!?".contains(c))
+                        .len();
+                let trail = words.len()
+                    - words
+                        .trim_end_matches(|c: char| c.is_whitespace() || ".,;:!?)".contains(c))
+                        .len();
+                SafetyFinding {
+                    start: m.start() + lead,
+                    end: (m.end() - trail).max(m.start() + lead),
+                }
             })
     }
 }
@@ -256,8 +273,14 @@ mod tests {
                 "haven't cut in 12 days, longest since spring",
                 "haven't cut in 12 days",
             ),
-            ("three weeks clean from cutting", "clean from cutting"),
+            ("three weeks clean from cutting", "weeks clean from cutting"),
             ("Day 9 cutting-free.", "cutting-free"),
+            (
+                "Long walk. Didn't cut myself today. Proud.",
+                "Didn't cut myself today",
+            ),
+            ("I've not cut in 5 days", "I've not cut in 5 days"),
+            ("12 days without cutting", "days without cutting"),
         ] {
             assert_eq!(found(text), Some(words), "{text}");
         }
@@ -299,6 +322,12 @@ mod tests {
             "Haven't cut my hair in three months.",
             "The grant wasn't cut this year, for once.",
             "Didn't cut it at the audition tonight.",
+            "Firefighters spent an hour cutting free the driver.",
+            "The Bank of England did not cut this month.",
+            "The Fed hasn't cut in 12 months.",
+            "The barber didn't cut today.",
+            "I didn't cut today's session short.",
+            "Keep the board clean from cutting raw chicken.",
         ] {
             assert_eq!(found(text), None, "{text}");
         }

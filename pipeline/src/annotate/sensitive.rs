@@ -183,14 +183,20 @@ fn reading(head: f64, lexical: &[f64], at: usize) -> f64 {
 ///   statements of self-harm or suicidal thoughts
 ///   (`mental_health_self_harm`, confidence 1, detector `rules:self_harm`:
 ///   "I want to die" is a safety record whatever the head makes of it).
-/// - The model detects when P(sensitive) reaches the threshold of its
-///   category ([`Thresholds::of`]); its quote is the passage with the
-///   highest P(sensitive) (the mean of the head's and the lexical model's,
-///   with one), and its category the one of the surest reading: that
-///   passage's most likely category when the passage is surer than the
-///   whole text (or the whole text is not read), else the record's. A
+/// - The model reads the record as [`head_probability`] does, each
+///   reading with a category: a passage's is the head's most likely one
+///   on that passage, the whole text's the record's. The surest reading
+///   (the passage on a tie with the whole text) detects when it reaches
+///   the threshold of its category ([`Thresholds::of`]); when it does
+///   not, the surest `mental_health_self_harm` reading that reaches the
+///   safety threshold does. The confidence is the detecting reading's P,
+///   the quote its passage (the surest passage for the whole text). A
 ///   long journal's one self-harm line is a safety record even when the
-///   rest of it reads, on the whole, as something else.
+///   record reads, on the whole, as something else; a surer line of
+///   another category names the detection (filing every record with a
+///   self-harm-like line as a safety record filed 4 more of the 91
+///   held-out sensitive records under it, none of them self-harm
+///   records, and overrode an identifier the rules had found).
 /// - When several fire, a safety record wins (the head's, else the
 ///   rules'), then the rules' identifier, then the head's category.
 pub fn detect(
@@ -206,30 +212,55 @@ pub fn detect(
         if p.len() < 2 {
             return None;
         }
-        let sensitive = head_probability(p, sentences, lexical);
-        let surest = sentences
+        let record_category = most_likely_category(p);
+        // Each reading: its P, its category and its quote. A passage's
+        // category is the head's on the passage (the record's without
+        // one); the whole text's is the record's, and its quote the
+        // surest passage.
+        let passages: Vec<(f64, usize, (usize, usize))> = sentences
             .iter()
             .zip(passage_readings(sentences, lexical))
             .enumerate()
-            .max_by(|a, b| a.1.1.total_cmp(&b.1.1));
-        let (s, e) = surest.map_or((0, text.len()), |(_, (sentence, _))| sentence.0);
-        // The passage decides the category when its reading is the
-        // detector's P (the whole text's reading is not surer).
-        let passage_decides = surest.is_some_and(|(_, (_, r))| r >= sensitive);
-        let c = match surest.and_then(|(i, _)| categories.get(i)) {
-            Some(&c) if passage_decides && (1..p.len()).contains(&c) => c,
-            _ => most_likely_category(p),
+            .map(|(i, (&(span, _), r))| {
+                let c = categories
+                    .get(i)
+                    .copied()
+                    .filter(|c| (1..p.len()).contains(c))
+                    .unwrap_or(record_category);
+                (r, c, span)
+            })
+            .collect();
+        let surest_passage = passages.iter().copied().max_by(|a, b| a.0.total_cmp(&b.0));
+        let quote = surest_passage.map_or((0, text.len()), |r| r.2);
+        let whole = reads_whole_text(sentences.len())
+            .then(|| (reading(1.0 - p[0], lexical, 0), record_category, quote));
+        let label = |c: usize| SENSITIVE_CATEGORIES[c - 1];
+        // The surest reading detects at its category's threshold; a tie
+        // between the whole text and a passage goes to the passage (the
+        // quote).
+        let surest = match (whole, surest_passage) {
+            (Some(w), Some(s)) if w.0 <= s.0 => s,
+            (Some(w), _) => w,
+            (None, s) => s?,
         };
-        if sensitive < thresholds.of(SENSITIVE_CATEGORIES[c - 1]) {
-            return None;
+        if surest.0 >= thresholds.of(label(surest.1)) {
+            return Some(found(
+                text,
+                label(surest.1),
+                surest.0,
+                surest.2,
+                "model".into(),
+            ));
         }
-        Some(found(
-            text,
-            SENSITIVE_CATEGORIES[c - 1],
-            sensitive,
-            (s, e),
-            "model".into(),
-        ))
+        // Under it, a self-harm reading still detects at the safety
+        // threshold (a policy may set it lower than the others).
+        let (confidence, c, span) = passages
+            .iter()
+            .copied()
+            .chain(whole)
+            .filter(|r| label(r.1) == SAFETY_CATEGORY && r.0 >= thresholds.safety)
+            .max_by(|a, b| a.0.total_cmp(&b.0))?;
+        Some(found(text, label(c), confidence, span, "model".into()))
     });
     if let Some(m) = &model
         && m.category.as_deref() == Some(SAFETY_CATEGORY)
@@ -592,12 +623,50 @@ mod tests {
         let s = detect(text, Some(&record), &sentences, &[], &[], &rules, &t).unwrap();
         assert_eq!(s.category.as_deref(), Some("sexual"));
         // A short record whose whole text reads surer than any passage
-        // keeps the record's category.
+        // takes the record's category...
         let short = &sentences[2..];
         let whole = p_of("health", 0.9);
-        let s = detect(text, Some(&whole), short, &[], &categories[2..], &rules, &t).unwrap();
+        let calm = [label("health"), label("health")];
+        let s = detect(text, Some(&whole), short, &[], &calm, &rules, &t).unwrap();
         assert_eq!(s.category.as_deref(), Some("health"));
         assert_eq!(s.confidence, Some(0.9));
+        // ... also when one of its passages reads as self-harm, less sure.
+        let s = detect(text, Some(&whole), short, &[], &categories[2..], &rules, &t).unwrap();
+        assert_eq!(s.category.as_deref(), Some("health"));
+        // A passage as sure as the whole text names it.
+        let tie = p_of("health", 0.7);
+        let s = detect(text, Some(&tie), short, &[], &categories[2..], &rules, &t).unwrap();
+        assert_eq!(s.category.as_deref(), Some(SAFETY_CATEGORY));
+        // A self-harm line under the general threshold but at the safety
+        // one detects, though a surer line of another category does not
+        // reach the general threshold.
+        let mut mixed = sentences.clone();
+        mixed[0].1 = 0.45;
+        mixed[3].1 = 0.4;
+        let s = detect(text, Some(&record), &mixed, &[], &categories, &rules, &t).unwrap();
+        assert_eq!(s.category.as_deref(), Some(SAFETY_CATEGORY));
+        assert_eq!(s.confidence, Some(0.4));
+        assert!(s.quote.text.as_deref().unwrap().starts_with("Stopped"));
+        // A long record is not read as a whole: its own most likely
+        // category does not name a detection its passages make.
+        let no_safety = [
+            label("health"),
+            label("health"),
+            label("health"),
+            label("health"),
+        ];
+        let s = detect(
+            text,
+            Some(&p_of(SAFETY_CATEGORY, 0.6)),
+            &sentences,
+            &[],
+            &no_safety,
+            &rules,
+            &t,
+        )
+        .unwrap();
+        assert_eq!(s.category.as_deref(), Some("health"));
+        assert_eq!(s.confidence, Some(0.7));
         // A passage category under its own threshold detects nothing.
         let mut weak = sentences.clone();
         weak[3].1 = 0.3;
