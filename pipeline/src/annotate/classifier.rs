@@ -185,8 +185,9 @@ pub struct Scores {
     /// Per sentence: P(sensitive) from the same head on its vector.
     pub sentence_sensitive: Vec<f32>,
     /// Per sentence: the head's most likely category on its vector (an
-    /// index into its labels, `none` being 0, so 1 and up); empty when the
-    /// text is its one sentence (the record's distribution says it).
+    /// index into its labels, 1 and up; 0 where the sentence has no row,
+    /// and the record's category stands); empty when the text is its one
+    /// sentence (the record's distribution says it).
     pub sentence_sensitive_category: Vec<u8>,
     /// The lexical sensitive model's P of the whole text, then of each
     /// sentence; empty without one.
@@ -869,8 +870,11 @@ impl Classifier {
             } else {
                 rows.iter()
                     .map(|&r| {
-                        let c = pass.sentences.sensitive_category.get(r).copied();
-                        c.unwrap_or(0)
+                        pass.sentences
+                            .sensitive_category
+                            .get(r)
+                            .copied()
+                            .unwrap_or(0)
                     })
                     .collect()
             },

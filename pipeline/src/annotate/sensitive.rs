@@ -136,14 +136,19 @@ pub fn head_probability(
     sentences: &[((usize, usize), f64)],
     lexical: &[f64],
 ) -> f64 {
-    let whole = reads_whole_text(sentences.len()).then(|| {
-        let head = 1.0 - record.first().copied().unwrap_or(1.0);
-        reading(head, lexical, 0)
-    });
-    whole
+    whole_reading(record, sentences.len(), lexical)
         .into_iter()
         .chain(passage_readings(sentences, lexical))
         .fold(0.0, f64::max)
+}
+
+/// The whole text's reading ([`head_probability`]), `None` for a record
+/// of more passages than [`WHOLE_TEXT_MAX_PASSAGES`].
+fn whole_reading(record: &[f64], passages: usize, lexical: &[f64]) -> Option<f64> {
+    reads_whole_text(passages).then(|| {
+        let head = 1.0 - record.first().copied().unwrap_or(1.0);
+        reading(head, lexical, 0)
+    })
 }
 
 /// Each passage's reading ([`head_probability`]): the mean of the head's
@@ -232,8 +237,7 @@ pub fn detect(
             .collect();
         let surest_passage = passages.iter().copied().max_by(|a, b| a.0.total_cmp(&b.0));
         let quote = surest_passage.map_or((0, text.len()), |r| r.2);
-        let whole = reads_whole_text(sentences.len())
-            .then(|| (reading(1.0 - p[0], lexical, 0), record_category, quote));
+        let whole = whole_reading(p, sentences.len(), lexical).map(|r| (r, record_category, quote));
         let label = |c: usize| SENSITIVE_CATEGORIES[c - 1];
         // The surest reading detects at its category's threshold; a tie
         // between the whole text and a passage goes to the passage (the
