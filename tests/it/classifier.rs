@@ -42,11 +42,7 @@ fn run_annotates_with_the_local_classifier_by_default() {
     for t in &tags {
         let rec = records.iter().find(|r| r["id"] == t["record_id"]).unwrap();
         let text = rec["text"].as_str().unwrap();
-        let (s, e) = (
-            t["quote_start"].as_u64().unwrap() as usize,
-            t["quote_end"].as_u64().unwrap() as usize,
-        );
-        assert_eq!(&text[s..e], t["source_quote"].as_str().unwrap());
+        assert_eq!(at_offsets(text, t), t["source_quote"].as_str().unwrap());
         assert!(t["tom_kind_confidence"].as_f64().unwrap() >= 0.80);
     }
     // The flagged records never promote, whatever the model says.
@@ -110,11 +106,7 @@ fn annotate_writes_what_run_reads_and_always_gives_affect_and_intensity() {
         assert!(a["affect"]["label"].is_string() && a["affect"]["confidence"].is_number());
         assert!(a["intensity"]["label"].is_string() && a["intensity"]["confidence"].is_number());
         for t in a["tags"].as_array().unwrap() {
-            let (s, e) = (
-                t["quote_start"].as_u64().unwrap() as usize,
-                t["quote_end"].as_u64().unwrap() as usize,
-            );
-            assert_eq!(&text[s..e], t["source_quote"].as_str().unwrap());
+            assert_eq!(at_offsets(text, t), t["source_quote"].as_str().unwrap());
         }
         if a["tags"].as_array().unwrap().is_empty() {
             assert!(a["best_tom_kind"].is_string(), "{a}");
@@ -385,11 +377,10 @@ fn the_classifier_detects_sensitive_content_without_a_flag() {
     assert_eq!(card["detector"], "rules:card_number");
     assert_eq!(card["confidence"], 1.0);
     assert_eq!(card["quote"], "Card is 4111 1111 1111 1111, expiry 09/27.");
-    let (s, e) = (
-        card["quote_start"].as_u64().unwrap() as usize,
-        card["quote_end"].as_u64().unwrap() as usize,
+    assert_eq!(
+        at_offsets(texts[0].1, card),
+        card["quote"].as_str().unwrap()
     );
-    assert_eq!(&texts[0].1[s..e], card["quote"].as_str().unwrap());
     let safety = sensitive(1);
     assert_eq!(safety["category"], "mental_health_self_harm", "{safety}");
     assert_eq!(safety["detector"], "model");
@@ -434,14 +425,7 @@ fn a_run_on_transcript_is_quoted_by_the_passage_that_holds_the_statement() {
         s["quote"],
         "uh and call the garage about the brakes before Friday um honestly I don't want to be here anymore and nobody would even notice uh"
     );
-    let span = |v: &Value| {
-        (
-            v["quote_start"].as_u64().unwrap() as usize,
-            v["quote_end"].as_u64().unwrap() as usize,
-        )
-    };
-    let (qs, qe) = span(s);
-    assert_eq!(&text[qs..qe], s["quote"].as_str().unwrap());
+    assert_eq!(at_offsets(text, s), s["quote"].as_str().unwrap());
     // Tags and edges quote passages too: verbatim, and never the whole memo.
     let quoted = ann["tags"]
         .as_array()
@@ -449,10 +433,10 @@ fn a_run_on_transcript_is_quoted_by_the_passage_that_holds_the_statement() {
         .iter()
         .chain(ann["edges"].as_array().unwrap());
     for q in quoted {
-        let (qs, qe) = span(q);
-        assert_eq!(&text[qs..qe], q["source_quote"].as_str().unwrap(), "{q}");
-        assert!(qe - qs < text.len(), "{q}");
-        assert!(text[qs..qe].split_whitespace().count() <= 25, "{q}");
+        let quote = at_offsets(text, q);
+        assert_eq!(quote, q["source_quote"].as_str().unwrap(), "{q}");
+        assert!(quote.len() < text.len(), "{q}");
+        assert!(quote.split_whitespace().count() <= 25, "{q}");
     }
 }
 
@@ -511,11 +495,10 @@ fn a_stated_wish_to_die_is_a_safety_record_from_the_rules_alone() {
         safety["quote"],
         "Honestly everyone would be better off without me."
     );
-    let (s, e) = (
-        safety["quote_start"].as_u64().unwrap() as usize,
-        safety["quote_end"].as_u64().unwrap() as usize,
+    assert_eq!(
+        at_offsets(texts[0].1, safety),
+        safety["quote"].as_str().unwrap()
     );
-    assert_eq!(&texts[0].1[s..e], safety["quote"].as_str().unwrap());
     assert!(anns[1]["sensitive"].is_null(), "{}", anns[1]);
     env.run_std(&["--policy", "p.yaml"]).ok();
     let receipt = env.receipt();
@@ -554,10 +537,13 @@ fn a_stated_wish_to_die_is_a_safety_record_from_the_rules_alone() {
 /// `tomlite annotate`, with the model kept out (thresholds at 1): a named
 /// eating disorder and weighing oneself again and again are safety
 /// records from `rules:self_harm`, a daycare pickup code with its value is
-/// `credentials_pii` from `rules:pin`, each quoted by its sentence at its
-/// byte offsets; waking the baby and a documentary are left alone.
+/// `credentials_pii` from `rules:pin`, a login written on a note on the
+/// fridge is `credentials_pii` from `rules:written_credential`, each quoted
+/// by its sentence at its byte offsets; waking the baby, a documentary,
+/// the grass and a rule about sticky notes are left alone.
 #[test]
-fn eating_disorders_weighing_recovery_counts_and_pickup_codes_are_found_by_the_rules() {
+fn eating_disorders_weighing_recovery_counts_pickup_codes_and_written_logins_are_found_by_the_rules()
+ {
     model_present();
     let env = Env::new();
     let texts = [
@@ -604,6 +590,20 @@ fn eating_disorders_weighing_recovery_counts_and_pickup_codes_are_found_by_the_r
             )),
         ),
         ("r7", "Didn't cut the grass today, it rained.", None),
+        (
+            "r8",
+            "Bills day. The routing number and login are on the fridge note. Rent goes out Friday.",
+            Some((
+                "credentials_pii",
+                "rules:written_credential",
+                "The routing number and login are on the fridge note.",
+            )),
+        ),
+        (
+            "r9",
+            "Security training at work: no more passwords on sticky notes, everyone gets the manager.",
+            None,
+        ),
     ];
     let rows: Vec<Value> = texts.iter().map(|(id, t, _)| record(id, t)).collect();
     let anns = annotate_with_the_rules_alone(&env, &rows);
@@ -618,11 +618,7 @@ fn eating_disorders_weighing_recovery_counts_and_pickup_codes_are_found_by_the_r
                 assert_eq!(s["detector"], *detector, "{id}: {s}");
                 assert_eq!(s["confidence"], 1.0, "{id}: {s}");
                 assert_eq!(s["quote"], *quote, "{id}: {s}");
-                let (a, b) = (
-                    s["quote_start"].as_u64().unwrap() as usize,
-                    s["quote_end"].as_u64().unwrap() as usize,
-                );
-                assert_eq!(&text[a..b], *quote, "{id}");
+                assert_eq!(at_offsets(text, s), *quote, "{id}");
             }
         }
     }
@@ -944,11 +940,7 @@ fn a_long_journal_is_detected_and_quoted_by_its_one_sensitive_passage() {
     assert_eq!(s["category"], "health", "{}", anns[0]);
     assert_eq!(s["detector"], "model");
     assert_eq!(s["quote"], line);
-    let (qs, qe) = (
-        s["quote_start"].as_u64().unwrap() as usize,
-        s["quote_end"].as_u64().unwrap() as usize,
-    );
-    assert_eq!(&long[qs..qe], line);
+    assert_eq!(at_offsets(&long, s), line);
     assert!(s["confidence"].as_f64().unwrap() >= 0.35, "{s}");
     assert!(anns[1]["sensitive"].is_null(), "{}", anns[1]);
 }
@@ -991,11 +983,7 @@ fn a_self_harm_line_among_other_lines_is_filed_as_a_safety_record() {
         assert_eq!(s["category"], "mental_health_self_harm", "{ann}");
         assert_eq!(s["detector"], "model", "{ann}");
         assert_eq!(s["quote"], *line, "{ann}");
-        let (qs, qe) = (
-            s["quote_start"].as_u64().unwrap() as usize,
-            s["quote_end"].as_u64().unwrap() as usize,
-        );
-        assert_eq!(&text[qs..qe], *line);
+        assert_eq!(at_offsets(&text, s), *line);
         assert!(s["confidence"].as_f64().unwrap() >= 0.35, "{s}");
     }
 }

@@ -234,6 +234,23 @@ pub fn read_jsonl(path: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// The text of `text` at an item's byte offsets (`quote_start`,
+/// `quote_end`: a tag, an edge or a sensitive detection, as JSON or as a
+/// table row); panics, naming the item, when they are missing or not on
+/// character boundaries.
+pub fn at_offsets<'a, I>(text: &'a str, item: &I) -> &'a str
+where
+    I: for<'k> std::ops::Index<&'k str, Output = Value> + std::fmt::Debug + ?Sized,
+{
+    let offset = |k: &str| {
+        item[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{k} missing in {item:?}")) as usize
+    };
+    text.get(offset("quote_start")..offset("quote_end"))
+        .unwrap_or_else(|| panic!("offsets off the text's characters: {item:?}"))
+}
+
 /// A valid record.
 pub fn record(id: &str, text: &str) -> Value {
     json!({"id": id, "persona_id": "ada", "kind": "journal", "source_path": format!("journals/{id}.md"),

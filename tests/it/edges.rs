@@ -108,13 +108,10 @@ fn mentions_link_by_whole_word_longest_match_any_case_and_possessive() {
     for e in &all {
         let id = e["record_id"].as_str().unwrap();
         let text = records.iter().find(|r| r.0 == id).unwrap().1;
-        let (s, t) = (
-            e["quote_start"].as_u64().unwrap() as usize,
-            e["quote_end"].as_u64().unwrap() as usize,
-        );
-        assert_eq!(&text[s..t], e["source_quote"].as_str().unwrap());
+        let quote = at_offsets(text, e);
+        assert_eq!(quote, e["source_quote"].as_str().unwrap());
         let m = e["target_mention"].as_str().unwrap();
-        assert!(text[s..t].contains(m), "{m} not in its quote");
+        assert!(quote.contains(m), "{m} not in its quote");
     }
 }
 

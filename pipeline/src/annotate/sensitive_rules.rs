@@ -8,7 +8,9 @@
 //! quarantines a harmless memory:
 //!
 //! - a password, PIN or door code counts only when its value is stated
-//!   ("password is hunter2", "PIN 4821"); a policy or a mention is not one;
+//!   ("password is hunter2", "PIN 4821"), or where it is written down
+//!   ("the PIN is on a post-it in his wallet": anyone who reads the
+//!   memory knows where to find it); a policy or a mention is not one;
 //! - a number that its context calls an order, tracking, invoice or
 //!   reference number is not a card, phone or id;
 //! - an e-mail address or phone number that is a public line (a role address
@@ -20,8 +22,9 @@ use regex::Regex;
 /// One identifier or secret found in a text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
-    /// What it is: "password", "pin", "api_key", "card_number", "iban",
-    /// "government_id", "email", "phone" (stable names, used in details).
+    /// What it is: "password", "pin", "written_credential", "api_key",
+    /// "card_number", "iban", "government_id", "email", "phone" (stable
+    /// names, used in details).
     pub kind: &'static str,
     /// Byte offsets of the identifier itself in the text.
     pub start: usize,
@@ -37,6 +40,13 @@ pub struct Rules {
     no_filler: Regex,
     /// The secret keyword, a few filler words, then the value (`the PIN is 4821`).
     with_filler: Regex,
+    /// A secret and the place it is written down (`the login is on the
+    /// fridge note`, `wrote the alarm code on the back of the calendar`).
+    written: Vec<Regex>,
+    /// Words of a sentence that make a written-down secret no finding: a
+    /// Wi-Fi network's (shared with guests) or a rule about secrets
+    /// (`no more passwords on sticky notes`).
+    written_not: Regex,
     /// API keys and tokens by their shape (`sk_live_…`, `AKIA…`, `ghp_…`, `xox?-…`, JWTs).
     api_shapes: Vec<Regex>,
     /// A word that announces a token or key (`token`, `api key`, `secret key`).
@@ -103,7 +113,7 @@ fn priority(kind: &str) -> u8 {
         "iban" => 6,
         "card_number" => 5,
         "government_id" => 4,
-        "password" | "pin" => 3,
+        "password" | "pin" | "written_credential" => 3,
         "email" => 2,
         _ => 1,
     }
@@ -159,6 +169,65 @@ const SECRET_VALUE_WITH_FILLER: &str = concat!(
     value_adverb!(),
     r")",
     r"(?P<val>[^\s]+)",
+);
+
+/// A secret that is only ever written down to be used: a password or
+/// passcode, a login, a PIN (upper case: "the pin is in the drawer" is a
+/// sewing pin), a door, alarm or safe code or combination, recovery codes
+/// and phrases.
+macro_rules! written_secret {
+    () => {
+        concat!(
+            r"(?:(?i:pass(?:word|code|phrase)s?|log-?ins?(?:[ \t]+details)?|sign-?in[ \t]+details",
+            r"|user[ \t]?names?[ \t]+and[ \t]+passwords?",
+            r"|(?:door|alarm|gate|safe|key[ \t]?safe|garage|entry|keypad|lock|padlock|locker)[ \t]+(?:codes?|combinations?|combos?)",
+            r"|pin[ \t]+(?:numbers?|codes?)|(?:recovery|backup)[ \t]+(?:codes?|phrases?|keys?)|seed[ \t]+phrases?)",
+            r"|PINs?)",
+        )
+    };
+}
+
+/// A place a secret is written down on or in: a note, a notebook, the
+/// fridge, a wallet, a drawer, the back of something.
+macro_rules! written_place {
+    () => {
+        concat!(
+            r"(?i:fridge|sticky|post-?its?|notes?|notebook|notepad|paper|scrap|slip|card|index[ \t]+card",
+            r"|drawer|wallet|purse|keyboard|monitor|whiteboard|envelope|diary|address[ \t]+book",
+            r"|calendar|pinboard|noticeboard|cork[ \t]?board|mouse[ \t]?mat|desk|jar|tin|book|folder|binder",
+            r"|back[ \t]+of)",
+        )
+    };
+}
+
+/// A secret, then where it is: "the routing number and login are on the
+/// fridge note", "Dad's PIN is written on a post-it in his wallet". The
+/// verb and the preposition stand within a few words of each other.
+const WRITTEN_SECRET_THEN_PLACE: &str = concat!(
+    r"\b",
+    written_secret!(),
+    r"\b[^.!?\n]{0,40}?\b(?i:is|are|was|were|'s|’s|written|kept|stored|jotted|scribbled|taped|stuck|pinned|hidden|left)",
+    r"(?:[ \t]+(?i:written|kept|stored|jotted|scribbled|taped|stuck|pinned|hidden|left|down|all|still|now|just)){0,2}",
+    r"[ \t]+(?i:on|in|inside|under|underneath|behind|to)[ \t]+(?:[^\s.!?]+[ \t]+){0,4}?",
+    written_place!(),
+    r"\b",
+);
+
+/// Writing a secret down, then where: "wrote the alarm code on the back of
+/// the calendar", "Mum keeps her banking password in the address book".
+const WRITES_SECRET_DOWN: &str = concat!(
+    r"\b(?i:wrote|writes|write|written|jotted|scribbled|keeps|keep|kept|taped|tapes|stuck|sticks|hid|hides|left|leaves)",
+    r"(?:[ \t]+(?i:down))?[ \t]+(?:[^\s.!?]+[ \t]+){0,3}?",
+    written_secret!(),
+    r"(?:[ \t]+(?i:down))?[ \t]+(?i:on|in|inside|under|underneath|behind|to)[ \t]+(?:[^\s.!?]+[ \t]+){0,4}?",
+    written_place!(),
+    r"\b",
+);
+
+/// What makes a written-down secret no finding (see [`Rules::written_not`]).
+const WRITTEN_NOT: &str = concat!(
+    r"(?i)\b(?:wi-?fi|guest|router|network|hotspot|no|not|never|don't|don’t|shouldn't|shouldn’t|banned|ban|bans",
+    r"|policy|instead|stop|stopped|anymore|dummy|example|fake)\b",
 );
 
 /// Shapes of API keys and tokens that need no keyword (Stripe, AWS,
@@ -268,6 +337,11 @@ impl Rules {
             secret_kw: re(SECRET_KEYWORD),
             no_filler: re(SECRET_VALUE_NO_FILLER),
             with_filler: re(SECRET_VALUE_WITH_FILLER),
+            written: [WRITTEN_SECRET_THEN_PLACE, WRITES_SECRET_DOWN]
+                .iter()
+                .map(|pattern| re(pattern))
+                .collect(),
+            written_not: re(WRITTEN_NOT),
             api_shapes: API_KEY_SHAPES.iter().map(|pattern| re(pattern)).collect(),
             token_kw: re(TOKEN_KEYWORD),
             token_value: re(TOKEN_VALUE),
@@ -299,6 +373,7 @@ impl Rules {
     pub fn find(&self, text: &str) -> Vec<Finding> {
         let mut cands: Vec<Finding> = Vec::new();
         self.find_secrets(text, &mut cands);
+        self.find_written_secrets(text, &mut cands);
         self.find_api_keys(text, &mut cands);
         self.find_cards(text, &mut cands);
         self.find_ibans(text, &mut cands);
@@ -375,6 +450,24 @@ impl Rules {
                     kind,
                     start: kw.end() + s,
                     end: kw.end() + e,
+                });
+            }
+        }
+    }
+
+    /// A secret and where it is written down, within one sentence that
+    /// says nothing of a Wi-Fi network or a rule (see [`Rules::written`]).
+    fn find_written_secrets(&self, text: &str, out: &mut Vec<Finding>) {
+        for r in &self.written {
+            for m in r.find_iter(text) {
+                let sentence = sentence_around(text, m.start(), m.end());
+                if self.written_not.is_match(sentence) {
+                    continue;
+                }
+                out.push(Finding {
+                    kind: "written_credential",
+                    start: m.start(),
+                    end: m.end(),
                 });
             }
         }
@@ -607,6 +700,15 @@ impl Rules {
         self.public_ctx.is_match(words_before(text, start, 8))
             || self.public_ctx.is_match(words_after(text, end, 4))
     }
+}
+
+/// The sentence (or line) of `text` that holds `start..end`: from the last
+/// `.`, `!`, `?` or line break before it to the first after it.
+fn sentence_around(text: &str, start: usize, end: usize) -> &str {
+    let stop = |c: char| matches!(c, '.' | '!' | '?' | '\n');
+    let from = text[..start].rfind(stop).map_or(0, |i| i + 1);
+    let to = text[end..].find(stop).map_or(text.len(), |i| end + i);
+    &text[from..to]
 }
 
 fn gov(start: usize, end: usize) -> Finding {
@@ -1170,7 +1272,6 @@ mod tests {
             "passwords need 12 characters",
             "I changed my password",
             "I changed my password yesterday, finally",
-            "the password is on the card on the fridge",
             "password policy meeting Thurs: push for passphrases",
             "new wifi password?",
             "the password is at least 16 characters long",
@@ -1547,5 +1648,54 @@ mod tests {
             false_pos.is_empty(),
             "controls with findings: {false_pos:?}"
         );
+    }
+
+    // Where a secret is written down is a finding: whoever reads the memory
+    // knows where to look.
+    #[test]
+    fn a_secret_written_down_somewhere_is_found() {
+        let kinds = |t: &str| -> Vec<&'static str> { found(t).into_iter().map(|f| f.0).collect() };
+        for text in [
+            "The routing number and login are on the fridge note.",
+            "Dad's PIN is written on a post-it in his wallet.",
+            "Mum keeps her online banking password in the address book by the phone.",
+            "I wrote the alarm code on the back of the calendar so Jo can get in.",
+            "my seed phrase is in a notebook in the desk drawer",
+            "Her login details are still taped to the monitor at work.",
+            "key safe code's on the pinboard in the hall",
+            "Gran jotted down her PIN number on a slip of paper and keeps it with the card.",
+            // Until sensitive-rules-10 this one was a mention without a
+            // value; the issue's own example ("the routing number and login
+            // are on the fridge note") says where it is written is enough.
+            "the password is on the card on the fridge",
+        ] {
+            assert_eq!(kinds(text), ["written_credential"], "{text}");
+        }
+        // The finding runs from the secret to the place.
+        assert_eq!(
+            found("The routing number and login are on the fridge note."),
+            one("written_credential", "login are on the fridge")
+        );
+    }
+
+    // A rule about secrets, a Wi-Fi network's shared password, a sewing
+    // pin, a password manager and a page stuck loading are not.
+    #[test]
+    fn a_rule_a_guest_network_or_a_pin_in_a_drawer_is_not_a_written_secret() {
+        for text in [
+            "The wifi password is on the fridge.",
+            "Guest password is on the card by the kettle.",
+            "IT says no more passwords on sticky notes.",
+            "Passwords should never be written on post-its.",
+            "The pin is in the drawer with the thread.",
+            "The password is in the manager now.",
+            "The security code is on the back of the card.",
+            "I put in the PIN on the card machine and it declined.",
+            "The login page is stuck on the loading screen again.",
+            "Pinned the map to the noticeboard.",
+            "Left my notebook in the car.",
+        ] {
+            assert_eq!(found(text), vec![], "{text}");
+        }
     }
 }

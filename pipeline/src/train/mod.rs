@@ -22,6 +22,8 @@ pub mod error;
 pub mod eval;
 pub mod sensitive;
 pub mod split;
+pub mod style_cv;
+pub mod trade_off;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

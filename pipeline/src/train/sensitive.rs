@@ -16,6 +16,7 @@ use crate::annotate::sensitive::{
     DEFAULT_THRESHOLD, labels, lexical_probabilities, reads_whole_text, round4,
 };
 use crate::train::error::LearnError;
+use crate::train::trade_off::{ratio, trade_off};
 use crate::vocab::SENSITIVE_CATEGORIES;
 
 /// Styles of `data/sensitivity` held out of training, for the dev split:
@@ -163,14 +164,18 @@ pub fn train_head(
         group,
         is_record,
         lexical: (lexical_texts, lexical_labels),
+        lexical_group,
+        record_labels,
+        readings,
     } = training_rows(encoder, &train, negatives, source)?;
+    let lexical_opts = LexicalOptions {
+        concepts: sensitive_concepts()?,
+        ..LexicalOptions::default()
+    };
     let lexical = Lexical::train(
         &lexical_texts.iter().map(String::as_str).collect::<Vec<_>>(),
         &lexical_labels,
-        &LexicalOptions {
-            concepts: sensitive_concepts()?,
-            ..LexicalOptions::default()
-        },
+        &lexical_opts,
     )?;
     let spec = HeadSpec {
         name: "sensitive".into(),
@@ -195,6 +200,27 @@ pub fn train_head(
         .collect();
     let gold: Vec<usize> = oob_rows.iter().map(|&i| labels[i]).collect();
     head.temperature = fit_temperature_softmax(&oob, &gold);
+    let folds = crate::train::style_cv::Folds {
+        records: &train,
+        record_labels: &record_labels,
+        x: &x,
+        labels: &labels,
+        group: &group,
+        lexical_texts: &lexical_texts,
+        lexical_labels: &lexical_labels,
+        lexical_group: &lexical_group,
+        readings: &readings,
+    };
+    let scored = crate::train::style_cv::cross_validate(
+        &folds,
+        &spec,
+        opts,
+        &lexical_opts,
+        head.temperature,
+        unseen,
+    )?;
+    let style_cv = crate::train::style_cv::figures(&scored);
+    progress(&crate::train::style_cv::summary(&style_cv));
     let p_oob: Vec<f64> = oob
         .iter()
         .map(|z| 1.0 - softmax_t(z, head.temperature)[0])
@@ -248,6 +274,7 @@ pub fn train_head(
             "lexical_terms": terms,
             "lexical_concept_weights": concept_weights,
             "dev_lexical_only": dev_lexical,
+            "style_cross_validation": style_cv,
         }),
     }))
 }
@@ -263,6 +290,15 @@ struct TrainingRows {
     /// ordinary memory as text (a sentence past the encoder's window too),
     /// and whether it is sensitive.
     lexical: (Vec<String>, Vec<bool>),
+    /// The group of each of the lexical model's examples.
+    lexical_group: Vec<usize>,
+    /// Each training record's label (0: not sensitive, else 1 + its
+    /// category).
+    record_labels: Vec<usize>,
+    /// Per training record, the readings the detector would take of it:
+    /// the row of its vector, and the passage's byte span (`None`: the
+    /// whole text). A gold line that is not a passage is no reading.
+    readings: Vec<Vec<crate::train::style_cv::Reading>>,
 }
 
 /// Each training record's vector; each of its sentences' in-context
@@ -285,6 +321,7 @@ fn training_rows(
     // A record of more passages than the detector reads as a whole is an
     // example by its passages only (`reads_whole_text`).
     let mut whole: Vec<bool> = Vec::with_capacity(train.len());
+    let mut passage_count: Vec<usize> = Vec::with_capacity(train.len());
     for r in train {
         let l = label_of(r, source)?;
         record_labels.push(l);
@@ -302,6 +339,7 @@ fn training_rows(
             })
             .collect();
         whole.push(reads_whole_text(spans.len()));
+        passage_count.push(spans.len());
         if let Some(g) = gold
             && !spans.iter().any(|&(span, _)| span == g)
         {
@@ -316,51 +354,64 @@ fn training_rows(
     let encoded = encoder.encode_with_spans(&texts, &spans)?;
     let (mut rows, mut labels, mut group, mut is_record) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut lexical_texts, mut lexical_labels) = (Vec::new(), Vec::new());
-    for (((r, spans), &l), &whole) in train
+    let (mut lexical_texts, mut lexical_labels, mut lexical_group) =
+        (Vec::new(), Vec::new(), Vec::new());
+    for (g, (((r, spans), &l), &whole)) in train
         .iter()
         .zip(&labeled_spans)
         .zip(&record_labels)
         .zip(&whole)
+        .enumerate()
     {
         if whole {
             lexical_texts.push(r.text.clone());
             lexical_labels.push(l > 0);
+            lexical_group.push(g);
         }
         for &((s, e), l) in spans {
             lexical_texts.push(r.text[s..e].to_string());
             lexical_labels.push(l > 0);
+            lexical_group.push(g);
         }
     }
     let negative_spans: Vec<Vec<(usize, usize)>> = negatives
         .iter()
         .map(|t| crate::segment::passages(t))
         .collect();
-    for (t, spans) in negatives.iter().zip(&negative_spans) {
+    for (k, (t, spans)) in negatives.iter().zip(&negative_spans).enumerate() {
         if reads_whole_text(spans.len()) {
             lexical_texts.push(t.to_string());
             lexical_labels.push(false);
+            lexical_group.push(train.len() + k);
         }
         for &(s, e) in spans {
             lexical_texts.push(t[s..e].to_string());
             lexical_labels.push(false);
+            lexical_group.push(train.len() + k);
         }
     }
+    let mut readings = Vec::with_capacity(train.len());
     for (g, &l) in record_labels.iter().enumerate() {
+        let mut of_record = Vec::new();
         if whole[g] {
+            of_record.push((labels.len(), None));
             rows.extend_from_slice(&encoded.embeddings[g]);
             labels.push(l);
             group.push(g);
             is_record.push(true);
         }
-        for (v, &(_, l)) in encoded.spans[g].iter().zip(&labeled_spans[g]) {
+        for (j, (v, &(span, l))) in encoded.spans[g].iter().zip(&labeled_spans[g]).enumerate() {
             if let Some(v) = v {
+                if j < passage_count[g] {
+                    of_record.push((labels.len(), Some(span)));
+                }
                 rows.extend_from_slice(v);
                 labels.push(l);
                 group.push(g);
                 is_record.push(false);
             }
         }
+        readings.push(of_record);
     }
     let negative = encoder.encode_with_spans(negatives, &negative_spans)?;
     for (k, v) in negative.embeddings.iter().enumerate() {
@@ -378,6 +429,9 @@ fn training_rows(
         group,
         is_record,
         lexical: (lexical_texts, lexical_labels),
+        lexical_group,
+        record_labels,
+        readings,
     })
 }
 
@@ -480,93 +534,6 @@ pub fn figures_of_detections(p: &[f64], gold: &[usize], detected: &[bool]) -> Va
         "control_false_positives": false_pos,
         "control_false_positive_rate": ratio(false_pos, neg),
         "ece": round4(ece(p, &correct, 10)),
-    })
-}
-
-fn ratio(a: usize, b: usize) -> Value {
-    if b == 0 {
-        Value::Null
-    } else {
-        json!(round4(a as f64 / b as f64))
-    }
-}
-
-/// Thresholds at which [`trade_off`] reads recall and false positives.
-pub const TRADE_OFF_THRESHOLDS: [f64; 7] = [0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5];
-
-/// Share of the hard controls a threshold may flag in [`trade_off`]'s
-/// `recall_at_controls_flagged_at_most`.
-pub const CONTROLS_FLAGGED_AT_MOST: f64 = 0.1;
-
-/// How the detector's confidence (`scores`: a record's detection's
-/// confidence, else its P(sensitive)) ranks sensitive records (`gold` > 0)
-/// above controls: the AUC (ties count a half), recall, self-harm recall
-/// and controls flagged at each of [`TRADE_OFF_THRESHOLDS`], and the
-/// recall of the lowest threshold that flags at most
-/// [`CONTROLS_FLAGGED_AT_MOST`] of the controls. `Null` without both
-/// classes.
-pub fn trade_off(scores: &[f64], gold: &[usize]) -> Value {
-    let pos: Vec<f64> = (0..gold.len())
-        .filter(|&i| gold[i] > 0)
-        .map(|i| scores[i])
-        .collect();
-    let neg: Vec<f64> = (0..gold.len())
-        .filter(|&i| gold[i] == 0)
-        .map(|i| scores[i])
-        .collect();
-    if pos.is_empty() || neg.is_empty() {
-        return Value::Null;
-    }
-    let pairs: f64 = pos
-        .iter()
-        .map(|&p| {
-            neg.iter()
-                .map(|&n| match p.total_cmp(&n) {
-                    std::cmp::Ordering::Greater => 1.0,
-                    std::cmp::Ordering::Equal => 0.5,
-                    std::cmp::Ordering::Less => 0.0,
-                })
-                .sum::<f64>()
-        })
-        .sum();
-    let auc = pairs / (pos.len() * neg.len()) as f64;
-    let at_least = |v: &[f64], t: f64| v.iter().filter(|&&x| x >= t).count();
-    let self_harm = SENSITIVE_CATEGORIES
-        .iter()
-        .position(|c| *c == crate::vocab::SAFETY_CATEGORY)
-        .map(|c| c + 1);
-    let safety: Vec<f64> = (0..gold.len())
-        .filter(|&i| Some(gold[i]) == self_harm)
-        .map(|i| scores[i])
-        .collect();
-    let rows: Vec<Value> = TRADE_OFF_THRESHOLDS
-        .iter()
-        .map(|&t| {
-            json!({
-                "threshold": t,
-                "recall": ratio(at_least(&pos, t), pos.len()),
-                "mental_health_self_harm_recall": ratio(at_least(&safety, t), safety.len()),
-                "control_false_positive_rate": ratio(at_least(&neg, t), neg.len()),
-            })
-        })
-        .collect();
-    // The lowest score that, as a threshold, flags few enough controls.
-    let allowed = (CONTROLS_FLAGGED_AT_MOST * neg.len() as f64).floor() as usize;
-    let lowest = scores
-        .iter()
-        .copied()
-        .filter(|&t| at_least(&neg, t) <= allowed)
-        .fold(f64::INFINITY, f64::min);
-    let at_most = if lowest.is_finite() {
-        json!({"threshold": round4(lowest), "recall": ratio(at_least(&pos, lowest), pos.len()),
-               "control_false_positive_rate": ratio(at_least(&neg, lowest), neg.len())})
-    } else {
-        Value::Null
-    };
-    json!({
-        "auc": round4(auc),
-        "at_thresholds": rows,
-        "recall_at_controls_flagged_at_most": {"controls": CONTROLS_FLAGGED_AT_MOST, "at": at_most},
     })
 }
 
