@@ -540,7 +540,7 @@ fn a_stated_wish_to_die_is_a_safety_record_from_the_rules_alone() {
 /// `credentials_pii` from `rules:pin`, a login written on a note on the
 /// fridge is `credentials_pii` from `rules:written_credential`, each quoted
 /// by its sentence at its byte offsets; waking the baby, a documentary,
-/// the grass and a rule about sticky notes are left alone.
+/// the grass and the guest Wi-Fi's password on the fridge are left alone.
 #[test]
 fn eating_disorders_weighing_recovery_counts_pickup_codes_and_written_logins_are_found_by_the_rules()
  {
@@ -601,7 +601,7 @@ fn eating_disorders_weighing_recovery_counts_pickup_codes_and_written_logins_are
         ),
         (
             "r9",
-            "Security training at work: no more passwords on sticky notes, everyone gets the manager.",
+            "Make yourselves at home. The guest wifi password is on the fridge note.",
             None,
         ),
     ];

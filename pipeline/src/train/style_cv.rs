@@ -1,13 +1,19 @@
-//! How the sensitive-content detector reads styles no model saw:
-//! cross-validation over whole styles of the training records. Each fold
-//! of styles is scored by a head and a lexical model trained without it,
-//! as a new writer's records would be, and only its records the encoder
-//! was not fine-tuned on are scored (the encoder's vectors of the others
-//! are already shaped by their labels). The dev styles take no part, and
-//! the figures go to the card: the trade-off of the detector's reading
-//! (the model alone, without the rules), and a sweep of the lexical
-//! model's share of a reading that checks
-//! [`crate::annotate::sensitive::LEXICAL_SHARE`] on each fit.
+//! How the sensitive-content detector reads styles its head and lexical
+//! model never saw: cross-validation over whole styles of the training
+//! records. Each fold of styles is scored by a head and a lexical model
+//! trained without it, and only its records the encoder was not
+//! fine-tuned on are scored. The encoder was fine-tuned on the other
+//! records of those styles, labels included, and the head's temperature
+//! is the full fit's (its out-of-bag scores include the fold's records),
+//! so the figures are an upper bound on a truly new writer's, not an
+//! unbiased estimate. The dev styles take no part, and the figures go to
+//! the card: the trade-off of the detector's reading (the model alone,
+//! without the rules), and a sweep of the lexical model's share of a
+//! reading that checks [`crate::annotate::sensitive::LEXICAL_SHARE`] on
+//! each fit. A passage past the encoder's window of its record has no
+//! in-context vector in training and is not read here (the classifier
+//! encodes it on its own), so the last lines of the longest records are
+//! left out.
 
 use serde_json::{Value, json};
 use tomlite_models::Rows;
