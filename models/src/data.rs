@@ -226,11 +226,13 @@ pub fn read_goemotions(tsv: &Path) -> Result<Vec<AffectExample>, Error> {
 
 /// Whether a record goes to the dev split: a stable hash of its id, 15 %.
 pub fn is_dev(id: &str) -> bool {
-    // FNV-1a: stable across platforms and releases.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in id.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h % 100 < 15
+    fnv1a64(id) % 100 < 15
+}
+
+/// The 64-bit FNV-1a hash of `key`'s bytes: stable across platforms and
+/// releases, so the splits it draws never move.
+pub fn fnv1a64(key: &str) -> u64 {
+    key.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }

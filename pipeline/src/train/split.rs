@@ -26,12 +26,7 @@ pub fn is_held_out(r: &LabeledRecord) -> bool {
 
 /// FNV-1a of an id, as [`is_dev`] hashes it, in 0..100.
 fn id_bucket(id: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in id.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h % 100
+    tomlite_models::data::fnv1a64(id) % 100
 }
 
 /// Whether a training record is kept out of fine-tuning so that the

@@ -37,11 +37,7 @@ pub const SHARE_STEPS: usize = 20;
 /// The fold of a record: its style's (its id's without one), by a hash
 /// of the name, so that adding a style never moves the others.
 pub fn fold_of(r: &SensitivityRecord) -> u64 {
-    let key = r.style.as_deref().unwrap_or(&r.id);
-    // FNV-1a, 64 bits.
-    key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    }) % STYLE_FOLDS
+    tomlite_models::data::fnv1a64(r.style.as_deref().unwrap_or(&r.id)) % STYLE_FOLDS
 }
 
 /// One reading of a record: the row of its vector, and the passage's byte
