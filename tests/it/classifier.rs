@@ -538,9 +538,11 @@ fn a_stated_wish_to_die_is_a_safety_record_from_the_rules_alone() {
 /// eating disorder and weighing oneself again and again are safety
 /// records from `rules:self_harm`, a daycare pickup code with its value is
 /// `credentials_pii` from `rules:pin`, a login written on a note on the
-/// fridge is `credentials_pii` from `rules:written_credential`, each quoted
-/// by its sentence at its byte offsets; waking the baby, a documentary,
-/// the grass and the guest Wi-Fi's password on the fridge are left alone.
+/// fridge is `credentials_pii` from `rules:written_credential`, being
+/// sectioned and a wish to sleep and not wake up are safety records, each
+/// quoted by its sentence at its byte offsets; waking the baby, a
+/// documentary, the grass, the guest Wi-Fi's password on the fridge,
+/// sleeping in until noon and a car park sectioned off are left alone.
 #[test]
 fn eating_disorders_weighing_recovery_counts_pickup_codes_and_written_logins_are_found_by_the_rules()
  {
@@ -602,6 +604,29 @@ fn eating_disorders_weighing_recovery_counts_pickup_codes_and_written_logins_are
         (
             "r9",
             "Make yourselves at home. The guest wifi password is on the fridge note.",
+            None,
+        ),
+        (
+            "r10",
+            "Sorry I missed the inspection. I was sectioned under the Mental Health Act for three weeks. Back home now.",
+            Some((
+                "mental_health_self_harm",
+                "rules:self_harm",
+                "I was sectioned under the Mental Health Act for three weeks.",
+            )),
+        ),
+        (
+            "r11",
+            "Mum up at 5 again. Some nights I'd quite like to go to sleep and just not bother waking up. Bins out.",
+            Some((
+                "mental_health_self_harm",
+                "rules:self_harm",
+                "Some nights I'd quite like to go to sleep and just not bother waking up.",
+            )),
+        ),
+        (
+            "r12",
+            "Night shift done. Going to bed and not waking up until noon. The car park is sectioned off for the market.",
             None,
         ),
     ];

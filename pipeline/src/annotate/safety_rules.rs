@@ -87,17 +87,35 @@ const STATEMENTS: &[&str] = &[
     // Weighing oneself again and again in a day (an eating disorder's
     // checking): "weighed myself six times today", "weigh myself 4x a day".
     r"\bweigh(?:ed|ing)?\s+myself\b[^.!?\n]{0,40}?\b(?:[3-9]|1\d|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a\s+dozen)\s*(?:times|x)\b",
+    // Going to sleep and not waking up: "some nights I'd like to go to
+    // sleep and just not bother waking up" (sleeping in until noon is not:
+    // see `WOKEN`).
+    r"\b(?:sleep|bed)\s+and\s+(?:just\s+)?(?:not|never)\s+(?:bother(?:ing)?\s+)?wak(?:e|ing)\s+up\b",
+    r"\bnot\s+bother(?:ing)?\s+(?:to\s+)?wak(?:e|ing)\s+up\b",
+    // A psychiatric crisis in so many words: sectioned (detained under the
+    // Mental Health Act; "sectioned off" is an area, see `NOT_SELF_HARM`),
+    // a psychiatric hold, admitted to a psychiatric ward, a crisis team of
+    // mental health services.
+    r"\bsectioned\b",
+    r"\b(?:72[- ]hour|involuntary|psychiatric|psych|5150)\s+hold\b",
+    // (someone "was admitted to", "is in", "spent two weeks on" one; "you
+    // need to be admitted to a psych ward" is an insult).
+    r"\b(?:(?:was|were|been|is|am|got|being|i[’']m|she[’']s|he[’']s|they[’']re)\s+(?:admitted\s+|taken\s+|sent\s+)?|back\s+|spent\s+\w+\s+\w+\s+)(?:in|into|to|on)\s+(?:a|the)\s+(?:psych(?:iatric)?|mental\s+health)\s+(?:ward|unit|hospital)\b",
+    r"\b(?:home\s+treatment|mental\s+health\s+crisis|crisis\s+resolution)\s+team\b",
     // Not being around, the point of it all.
     r"\bnot\s+like\s+i[’']?ll\s+(?:still\s+)?be\s+(?:around|here)\b",
     r"\bd(?:o|on[’']?)t\s+see\s+(?:the|much|any)\s+point\s+(?:of|in)\s+(?:any\s+of\s+it|anything|it\s+all|living|life|going\s+on|being\s+here)\b",
 ];
 
-/// "suicide" naming something else; an eating disorder as a topic.
-const NOT_SELF_HARM: &str = r"(?i)\b(?:(?:anorexia|bulimia|eating\s+disorders?)\s+(?:documentar(?:y|ies)|awareness|fundrais(?:er|ers|ing)|fun\s+runs?|research)|suicide\s+(?:bomb(?:er|ers|ing|ings)?|attack(?:s)?|squeeze|doors?|runs?|sprints?|drills?|mission(?:s)?|pact\s+(?:song|album)|squad))\b";
+/// "suicide" naming something else; an eating disorder as a topic; an
+/// area "sectioned off".
+const NOT_SELF_HARM: &str = r"(?i)\b(?:sectioned\s+(?:off|into)\b|(?:anorexia|bulimia|eating\s+disorders?)\s+(?:documentar(?:y|ies)|awareness|fundrais(?:er|ers|ing)|fun\s+runs?|research)|suicide\s+(?:bomb(?:er|ers|ing|ings)?|attack(?:s)?|squeeze|doors?|runs?|sprints?|drills?|mission(?:s)?|pact\s+(?:song|album)|squad))\b";
 
-/// What follows "wake up" when someone else is woken: "hope I don't wake
-/// up the baby", "don't want to wake up the whole house".
-const WOKEN: &str = r"(?i)^\s+(?:the|my|your|his|her|their|our|a|an|him|them|us|you|everyone|everybody|anyone|anybody|people|mum|mom|dad)\b";
+/// What follows "wake up" when someone else is woken, or when it is only
+/// sleeping in: "hope I don't wake up the baby", "don't want to wake up
+/// the whole house", "go to bed and not wake up until Monday", "... for
+/// a week".
+const WOKEN: &str = r"(?i)^\s+(?:(?:the|my|your|his|her|their|our|a|an|him|them|us|you|everyone|everybody|anyone|anybody|people|mum|mom|dad)\b|(?:until|till|til|[’']til|before)\b|for\s+(?:a|an|two|three|four|\d+)\s+(?:hours?|days?|weeks?|months?)\b)";
 
 /// The safety statements, compiled once.
 pub struct SafetyRules {
@@ -139,11 +157,13 @@ impl SafetyRules {
                     .not_self_harm
                     .find_at(text, m.start())
                     .is_some_and(|x| x.start() == m.start());
-                // Waking someone else up.
+                // Waking someone else up, or sleeping in.
                 let words = m.as_str().trim_end();
                 let mut last = words.split_whitespace().rev();
                 let wake_up = last.next().is_some_and(|w| w.eq_ignore_ascii_case("up"))
-                    && last.next().is_some_and(|w| w.eq_ignore_ascii_case("wake"));
+                    && last.next().is_some_and(|w| {
+                        w.eq_ignore_ascii_case("wake") || w.eq_ignore_ascii_case("waking")
+                    });
                 let woken = wake_up && self.woken.is_match(&text[m.start() + words.len()..]);
                 !other && !woken
             })
@@ -281,6 +301,31 @@ mod tests {
             ),
             ("I've not cut in 5 days", "I've not cut in 5 days"),
             ("12 days without cutting", "days without cutting"),
+            (
+                "Some nights I'd quite like to go to sleep and just not bother waking up.",
+                "sleep and just not bother waking up",
+            ),
+            (
+                "wouldn't mind not bothering to wake up tbh",
+                "not bothering to wake up",
+            ),
+            (
+                "I was sectioned under the Mental Health Act for three weeks",
+                "sectioned",
+            ),
+            ("They put her on a 72-hour hold.", "72-hour hold"),
+            (
+                "Dev was admitted to the psychiatric ward on Friday.",
+                "was admitted to the psychiatric ward",
+            ),
+            (
+                "I spent two weeks on a psych ward last spring",
+                "spent two weeks on a psych ward",
+            ),
+            (
+                "The home treatment team rang again this morning.",
+                "home treatment team",
+            ),
         ] {
             assert_eq!(found(text), Some(words), "{text}");
         }
@@ -328,6 +373,18 @@ mod tests {
             "The barber didn't cut today.",
             "I didn't cut today's session short.",
             "Keep the board clean from cutting raw chicken.",
+            "Going to bed and not waking up until noon, bliss.",
+            "I want to go to sleep and never wake up before ten again.",
+            "I don't want to wake up until Christmas is over.",
+            "Could sleep and not wake up for a week after that shift.",
+            "The car park is sectioned off for the market.",
+            "The report is sectioned into four parts.",
+            "Mum volunteers at the psychiatric hospital shop on Tuesdays.",
+            "The PR crisis team met at nine.",
+            "The government wants to reform the Mental Health Act.",
+            "Hold the door for the porter, psych.",
+            "If that trolls you then you need to be admitted to a psych ward",
+            "She works in a psychiatric hospital as a nurse.",
         ] {
             assert_eq!(found(text), None, "{text}");
         }
