@@ -87,35 +87,39 @@ const STATEMENTS: &[&str] = &[
     // Weighing oneself again and again in a day (an eating disorder's
     // checking): "weighed myself six times today", "weigh myself 4x a day".
     r"\bweigh(?:ed|ing)?\s+myself\b[^.!?\n]{0,40}?\b(?:[3-9]|1\d|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a\s+dozen)\s*(?:times|x)\b",
-    // Going to sleep and not waking up: "some nights I'd like to go to
-    // sleep and just not bother waking up" (sleeping in until noon is not:
-    // see `WOKEN`).
-    r"\b(?:sleep|bed)\s+and\s+(?:just\s+)?(?:not|never)\s+(?:bother(?:ing)?\s+)?wak(?:e|ing)\s+up\b",
-    r"\bnot\s+bother(?:ing)?\s+(?:to\s+)?wak(?:e|ing)\s+up\b",
-    // A psychiatric crisis in so many words: sectioned (detained under the
-    // Mental Health Act; "sectioned off" is an area, see `NOT_SELF_HARM`),
-    // a psychiatric hold, admitted to a psychiatric ward, a crisis team of
-    // mental health services.
-    r"\bsectioned\b",
-    r"\b(?:72[- ]hour|involuntary|psychiatric|psych|5150)\s+hold\b",
-    // (someone "was admitted to", "is in", "spent two weeks on" one; "you
-    // need to be admitted to a psych ward" is an insult).
-    r"\b(?:(?:was|were|been|is|am|got|being|i[’']m|she[’']s|he[’']s|they[’']re)\s+(?:admitted\s+|taken\s+|sent\s+)?|back\s+|spent\s+\w+\s+\w+\s+)(?:in|into|to|on)\s+(?:a|the)\s+(?:psych(?:iatric)?|mental\s+health)\s+(?:ward|unit|hospital)\b",
-    r"\b(?:home\s+treatment|mental\s+health\s+crisis|crisis\s+resolution)\s+team\b",
+    // Going to sleep and not waking up: "some nights I'd quite like to go to
+    // sleep and just not bother waking up", "fall asleep and never wake
+    // up", "I won't bother waking up tomorrow" (sleeping in, or waking in
+    // the night, is not: see `WOKEN`).
+    r"\b(?:a?sleep|bed)(?:\s+forever)?\s+and\s+(?:just\s+)?(?:not|never)\s+(?:have\s+to\s+|bother(?:ing)?\s+(?:to\s+)?)?wak(?:e|ing)\s+up\b",
+    r"\b(?:not|won[’']?t|wouldn[’']?t)\s+bother(?:ing)?\s+(?:to\s+)?wak(?:e|ing)\s+up\b",
+    // A psychiatric crisis in so many words: someone sectioned or detained
+    // under the Mental Health Act ("the samples were sectioned", "he should
+    // be sectioned for that haircut" and a caesarean are not), put on a
+    // psychiatric hold (a bank's 72-hour hold is not), in or admitted to a
+    // psychiatric ward (working on one, or a party in its chapel, is not),
+    // having a mental health
+    // crisis, a crisis team of mental health services.
+    r"\b(?:i|she|he|they|we|you|(?:my|her|his|their|our)\s+(?:brother|sister|son|daughter|friend|partner|wife|husband|girlfriend|boyfriend|mum|mom|mother|dad|father|kid|child|niece|nephew|cousin|flatmate|roommate|client|patient))\s+(?:was|were|got|had\s+been|has\s+been|have\s+been|[’']s\s+been|[’']ve\s+been|[’']d\s+been|is\s+being|[’']s\s+being|[’']m\s+being)\s+sectioned\b",
+    r"\b(?-i:[A-Z][a-z]+)\s+(?:was|got|has\s+been|had\s+been|[’']s\s+been)\s+sectioned\s+(?:again|last|for|after|under|yesterday|today|this|twice)\b",
+    r"\bsectioned\s+under\b|\bsection(?:ing|ed)\s+(?:me|him|her|them)\b|\bdetained\s+under\s+(?:the\s+)?mental\s+health\s+act\b|\bon\s+a\s+section\s+[23]\b",
+    r"\b(?:on|under)\s+(?:a|an)\s+(?:72[- ]?h(?:ou)?r|involuntary|psychiatric|psych|mental\s+health|5150)\s+hold\b|\b5150(?:[’']d|ed)\b",
+    r"\b(?:(?:was|were|been|is|am|got|being|i[’']m|she[’']s|he[’']s|they[’']re)\s+(?:admitted|taken|sectioned)\s+(?:in|into|to)|(?:was|were|been|is|am|i[’']m|she[’']s|he[’']s|they[’']re)\s+(?:in|into)|ended\s+up\s+in|went\s+into|(?:days?|weeks?|months?|nights?)\s+(?:in|on))\s+(?:(?:a|an|the)\s+)?(?:(?:acute|secure|locked|adult|inpatient|closed)\s+)?(?:psych(?:iatric)?\s+(?:ward|unit|hospital)|mental\s+health\s+(?:ward|unit)|mental\s+hospital)(?:[\s.,;:!?)]|$)",
+    r"\b(?:a|my|her|his|their)\s+mental\s+health\s+crisis\b|\b(?:home\s+treatment|mental\s+health\s+crisis|crisis\s+resolution)\s+team\b",
     // Not being around, the point of it all.
     r"\bnot\s+like\s+i[’']?ll\s+(?:still\s+)?be\s+(?:around|here)\b",
     r"\bd(?:o|on[’']?)t\s+see\s+(?:the|much|any)\s+point\s+(?:of|in)\s+(?:any\s+of\s+it|anything|it\s+all|living|life|going\s+on|being\s+here)\b",
 ];
 
-/// "suicide" naming something else; an eating disorder as a topic; an
-/// area "sectioned off".
-const NOT_SELF_HARM: &str = r"(?i)\b(?:sectioned\s+(?:off|into)\b|(?:anorexia|bulimia|eating\s+disorders?)\s+(?:documentar(?:y|ies)|awareness|fundrais(?:er|ers|ing)|fun\s+runs?|research)|suicide\s+(?:bomb(?:er|ers|ing|ings)?|attack(?:s)?|squeeze|doors?|runs?|sprints?|drills?|mission(?:s)?|pact\s+(?:song|album)|squad))\b";
+/// "suicide" naming something else; an eating disorder as a topic.
+const NOT_SELF_HARM: &str = r"(?i)\b(?:(?:anorexia|bulimia|eating\s+disorders?)\s+(?:documentar(?:y|ies)|awareness|fundrais(?:er|ers|ing)|fun\s+runs?|research)|suicide\s+(?:bomb(?:er|ers|ing|ings)?|attack(?:s)?|squeeze|doors?|runs?|sprints?|drills?|mission(?:s)?|pact\s+(?:song|album)|squad))\b";
 
 /// What follows "wake up" when someone else is woken, or when it is only
-/// sleeping in: "hope I don't wake up the baby", "don't want to wake up
-/// the whole house", "go to bed and not wake up until Monday", "... for
-/// a week".
-const WOKEN: &str = r"(?i)^\s+(?:(?:the|my|your|his|her|their|our|a|an|him|them|us|you|everyone|everybody|anyone|anybody|people|mum|mom|dad)\b|(?:until|till|til|[’']til|before)\b|for\s+(?:a|an|two|three|four|\d+)\s+(?:hours?|days?|weeks?|months?)\b)";
+/// sleep: "hope I don't wake up the baby", "don't want to wake up the
+/// whole house", "go to bed and not wake up until noon" (a time: "until
+/// this is all over" is still a statement), "... for a week", "at 3am
+/// again", "every two hours", "early tomorrow", "for the 8am lecture".
+const WOKEN: &str = r"(?i)^\s+(?:(?:the|my|your|his|her|their|our|a|an|him|them|us|you|everyone|everybody|anyone|anybody|people|mum|mom|dad|at|every|early|once|tired|hungover)\b|(?:until|till|til|[’']til|before)\s+(?:\d|(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\b|noon|midday|lunch|lunchtime|dinner|tea|dawn|morning|tomorrow|tonight|the\s+(?:afternoon|weekend|morning|evening|alarm)|(?:mon|tues|wednes|thurs|fri|satur|sun)day|christmas|new\s+year|spring|summer|autumn|winter|next\s+(?:week|month|year))|for\s+(?:(?:a|an|two|three|four|five|six|twelve|\d+)\s+(?:hours?|days?|weeks?|months?)|days|weeks|ages|hours|months|the|my)\b)";
 
 /// The safety statements, compiled once.
 pub struct SafetyRules {
@@ -311,16 +315,64 @@ mod tests {
             ),
             (
                 "I was sectioned under the Mental Health Act for three weeks",
-                "sectioned",
+                "I was sectioned",
             ),
-            ("They put her on a 72-hour hold.", "72-hour hold"),
+            (
+                "She was sectioned off the back of a manic episode.",
+                "She was sectioned",
+            ),
+            (
+                "Pete was sectioned again last spring.",
+                "Pete was sectioned again",
+            ),
+            ("They're sectioning him tomorrow.", "sectioning him"),
+            (
+                "I was detained under the Mental Health Act.",
+                "detained under the Mental Health Act",
+            ),
+            ("They put her on a 72-hour hold.", "on a 72-hour hold"),
+            ("They put him on a 72hr hold.", "on a 72hr hold"),
+            ("She got 5150'd last night.", "5150'd"),
+            (
+                "I was admitted to an acute psychiatric ward.",
+                "was admitted to an acute psychiatric ward",
+            ),
+            (
+                "After three weeks in a psych ward I'm home.",
+                "weeks in a psych ward",
+            ),
+            ("I ended up in a psych ward.", "ended up in a psych ward"),
+            (
+                "I'm having a mental health crisis.",
+                "a mental health crisis",
+            ),
+            (
+                "I want to fall asleep and not wake up.",
+                "asleep and not wake up",
+            ),
+            (
+                "I just want to sleep forever and never wake up.",
+                "sleep forever and never wake up",
+            ),
+            (
+                "Some days I want to sleep and never have to wake up.",
+                "sleep and never have to wake up",
+            ),
+            (
+                "I won't bother waking up tomorrow.",
+                "won't bother waking up",
+            ),
+            (
+                "I don't want to wake up until this is all over.",
+                "don't want to wake up",
+            ),
             (
                 "Dev was admitted to the psychiatric ward on Friday.",
                 "was admitted to the psychiatric ward",
             ),
             (
                 "I spent two weeks on a psych ward last spring",
-                "spent two weeks on a psych ward",
+                "weeks on a psych ward",
             ),
             (
                 "The home treatment team rang again this morning.",
@@ -385,6 +437,24 @@ mod tests {
             "Hold the door for the porter, psych.",
             "If that trolls you then you need to be admitted to a psych ward",
             "She works in a psychiatric hospital as a nurse.",
+            "She was c-sectioned at 38 weeks.",
+            "The samples were sectioned at 5 microns and stained.",
+            "Hair was sectioned and clipped up before the braids.",
+            "He should be sectioned for that haircut lol.",
+            "If I hear that song once more I'll get sectioned.",
+            "The bank put a 72-hour hold on my deposit.",
+            "I'm on the psych ward all week, night shifts.",
+            "Back on the psych unit tomorrow for my placement.",
+            "Our crew was sent to the psychiatric hospital to fix the boiler.",
+            "The party was in the psychiatric hospital's old chapel.",
+            "The mental health crisis in schools was on the news.",
+            "Some nights I just want to go to bed and not wake up at 3am again.",
+            "I want to sleep and not wake up every two hours for once.",
+            "Could go to sleep and not wake up for days.",
+            "Could sleep and not wake up for twelve hours.",
+            "I'll not bother to wake up early tomorrow.",
+            "Not bothering to wake up for the 8am lecture.",
+            "I hope I don't wake up until noon.",
         ] {
             assert_eq!(found(text), None, "{text}");
         }
