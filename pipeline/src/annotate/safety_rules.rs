@@ -6,9 +6,11 @@
 //! to die, to end their life, to hurt themselves on purpose, that others
 //! would be better off without them, that they have no reason to go on,
 //! or naming suicide, self-harm, an overdose or an eating disorder (or
-//! weighing themselves again and again in a day). A missed self-harm record
-//! costs more than a quarantined one, so the rules lean to recall within
-//! those statements, and stay away from what only sounds like them:
+//! weighing themselves again and again in a day), or a psychiatric crisis
+//! (sectioned, on a psychiatric hold, admitted to a psychiatric ward). A
+//! missed self-harm record costs more than a quarantined one, so the rules
+//! lean to recall within those statements, and stay away from what only
+//! sounds like them:
 //!
 //! - figures of speech: "this commute is killing me", "I could kill for a
 //!   coffee", "dying to see it", "dead tired", "I nearly died laughing";
@@ -98,8 +100,8 @@ const STATEMENTS: &[&str] = &[
     // be sectioned for that haircut" and a caesarean are not), put on a
     // psychiatric hold (a bank's 72-hour hold is not), in or admitted to a
     // psychiatric ward (working on one, or a party in its chapel, is not),
-    // having a mental health
-    // crisis, a crisis team of mental health services.
+    // having a mental health crisis, a crisis team of mental health
+    // services.
     r"\b(?:i|she|he|they|we|you|(?:my|her|his|their|our)\s+(?:brother|sister|son|daughter|friend|partner|wife|husband|girlfriend|boyfriend|mum|mom|mother|dad|father|kid|child|niece|nephew|cousin|flatmate|roommate|client|patient))\s+(?:was|were|got|had\s+been|has\s+been|have\s+been|[’']s\s+been|[’']ve\s+been|[’']d\s+been|is\s+being|[’']s\s+being|[’']m\s+being)\s+sectioned\b",
     r"\b(?-i:[A-Z][a-z]+)\s+(?:was|got|has\s+been|had\s+been|[’']s\s+been)\s+sectioned\s+(?:again|last|for|after|under|yesterday|today|this|twice)\b",
     r"\bsectioned\s+under\b|\bsection(?:ing|ed)\s+(?:me|him|her|them)\b|\bdetained\s+under\s+(?:the\s+)?mental\s+health\s+act\b|\bon\s+a\s+section\s+[23]\b",
@@ -119,7 +121,7 @@ const NOT_SELF_HARM: &str = r"(?i)\b(?:(?:anorexia|bulimia|eating\s+disorders?)\
 /// whole house", "go to bed and not wake up until noon" (a time: "until
 /// this is all over" is still a statement), "... for a week", "at 3am
 /// again", "every two hours", "early tomorrow", "for the 8am lecture".
-const WOKEN: &str = r"(?i)^\s+(?:(?:the|my|your|his|her|their|our|a|an|him|them|us|you|everyone|everybody|anyone|anybody|people|mum|mom|dad|at|every|early|once|tired|hungover)\b|(?:until|till|til|[’']til|before)\s+(?:\d|(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\b|noon|midday|lunch|lunchtime|dinner|tea|dawn|morning|tomorrow|tonight|the\s+(?:afternoon|weekend|morning|evening|alarm)|(?:mon|tues|wednes|thurs|fri|satur|sun)day|christmas|new\s+year|spring|summer|autumn|winter|next\s+(?:week|month|year))|for\s+(?:(?:a|an|two|three|four|five|six|twelve|\d+)\s+(?:hours?|days?|weeks?|months?)|days|weeks|ages|hours|months|the|my)\b)";
+const WOKEN: &str = r"(?i)^\s+(?:(?:the|my|your|his|her|their|our|a|an|him|them|us|you|everyone|everybody|anyone|anybody|people|mum|mom|dad|every|early|once|tired|hungover)\b|at\s+(?:\d|(?:night|dawn|midnight|noon|the|some|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\b)|(?:until|till|til|[’']til|before)\s+(?:\d|(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\b|noon|midday|lunch|lunchtime|dinner|tea|dawn|morning|tomorrow|tonight|the\s+(?:afternoon|weekend|morning|evening|alarm)|(?:mon|tues|wednes|thurs|fri|satur|sun)day|christmas|new\s+year|spring|summer|autumn|winter|next\s+(?:week|month|year))|for\s+(?:(?:a|an|two|three|four|five|six|twelve|\d+)\s+(?:hours?|days?|weeks?|months?)|days|weeks|ages|hours|months|the|my)\b)";
 
 /// The safety statements, compiled once.
 pub struct SafetyRules {
@@ -365,6 +367,10 @@ mod tests {
             (
                 "I don't want to wake up until this is all over.",
                 "don't want to wake up",
+            ),
+            (
+                "I wish I could go to sleep and never wake up at all.",
+                "sleep and never wake up",
             ),
             (
                 "Dev was admitted to the psychiatric ward on Friday.",
