@@ -37,6 +37,20 @@ pub struct SafetyFinding {
     pub end: usize,
 }
 
+/// Someone close, by a possessive and their relation to the writer ("my
+/// brother", "her flatmate"), `$also` one more relation the statement
+/// admits.
+macro_rules! someone_close {
+    ($also:literal) => {
+        concat!(
+            r"(?:my|her|his|their|our)\s+(?:brother|sister|son|daughter|friend|partner|wife|husband|girlfriend",
+            r"|boyfriend|mum|mom|mother|dad|father|kid|child|niece|nephew|cousin|client|flatmate|roommate|",
+            $also,
+            ")",
+        )
+    };
+}
+
 /// Statements of wanting to die, of ending one's life, of deliberate
 /// self-harm, of others being better off, of having no reason to live.
 /// Case-insensitive; `’` and `'` both count as apostrophes.
@@ -71,7 +85,11 @@ const STATEMENTS: &[&str] = &[
     // Someone else's: "she's been cutting again", "my brother has started
     // cutting again" ("cutting" alone: "the budget has been cut again" is
     // not about a person).
-    r"(?:\b(?:she|he|they)|\b(?-i:[A-Z][a-z]+)|\b(?:my|her|his|their|our)\s+(?:brother|sister|son|daughter|friend|partner|wife|husband|girlfriend|boyfriend|mum|mom|mother|dad|father|kid|child|niece|nephew|cousin|client|student|flatmate|roommate))(?:[’']s|[’']ve|\s+has|\s+have|\s+had)\s+(?:been|started)\s+cutting\s+again\b",
+    concat!(
+        r"(?:\b(?:she|he|they)|\b(?-i:[A-Z][a-z]+)|\b",
+        someone_close!("student"),
+        r")(?:[’']s|[’']ve|\s+has|\s+have|\s+had)\s+(?:been|started)\s+cutting\s+again\b",
+    ),
     r"\b(?:she|he|they)(?:[’']s|[’']re|\s+is|\s+was|\s+are|\s+were)\s+cutting\s+again\b",
     // Keeping count of days without self-harm, as a recovery log does:
     // "Didn't cut tonight.", "I haven't cut myself in 12 days", "3 weeks
@@ -102,7 +120,11 @@ const STATEMENTS: &[&str] = &[
     // psychiatric ward (working on one, or a party in its chapel, is not),
     // having a mental health crisis, a crisis team of mental health
     // services.
-    r"\b(?:i|she|he|they|we|you|(?:my|her|his|their|our)\s+(?:brother|sister|son|daughter|friend|partner|wife|husband|girlfriend|boyfriend|mum|mom|mother|dad|father|kid|child|niece|nephew|cousin|flatmate|roommate|client|patient))\s+(?:was|were|got|had\s+been|has\s+been|have\s+been|[’']s\s+been|[’']ve\s+been|[’']d\s+been|is\s+being|[’']s\s+being|[’']m\s+being)\s+sectioned\b",
+    concat!(
+        r"\b(?:i|she|he|they|we|you|",
+        someone_close!("patient"),
+        r")\s+(?:was|were|got|had\s+been|has\s+been|have\s+been|[’']s\s+been|[’']ve\s+been|[’']d\s+been|is\s+being|[’']s\s+being|[’']m\s+being)\s+sectioned\b",
+    ),
     r"\b(?-i:[A-Z][a-z]+)\s+(?:was|got|has\s+been|had\s+been|[’']s\s+been)\s+sectioned\s+(?:again|last|for|after|under|yesterday|today|this|twice)\b",
     r"\bsectioned\s+under\b|\bsection(?:ing|ed)\s+(?:me|him|her|them)\b|\bdetained\s+under\s+(?:the\s+)?mental\s+health\s+act\b|\bon\s+a\s+section\s+[23]\b",
     r"\b(?:on|under)\s+(?:a|an)\s+(?:72[- ]?h(?:ou)?r|involuntary|psychiatric|psych|mental\s+health|5150)\s+hold\b|\b5150(?:[’']d|ed)\b",
