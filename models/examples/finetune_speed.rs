@@ -4,7 +4,7 @@
 //! `cargo run --release -p tomlite-models --example finetune_speed -- [steps] [mix]`.
 //! With `mix`, the examples are the real mix instead: every third a
 //! ToM-lite record of `data/training/tom_lite` (all heads), the others
-//! GoEmotions train comments from `../shared/datasets/goemotions` (affect
+//! GoEmotions train comments from `data/goemotions` (affect
 //! only), as a full train sees them.
 
 use std::path::Path;
@@ -156,9 +156,8 @@ fn mixed(root: &Path, n: usize) -> Result<Vec<Example>, Box<dyn std::error::Erro
         }
     }
     records.sort_by(|a, b| a.id.cmp(&b.id));
-    let comments = tomlite_models::data::read_goemotions(
-        &root.join("../shared/datasets/goemotions/train.tsv"),
-    )?;
+    let comments =
+        tomlite_models::data::read_goemotions(&root.join("../data/goemotions/train.tsv"))?;
     let (mut r, mut c) = (records.iter().cycle(), comments.iter().cycle());
     Ok((0..n)
         .map(|i| {

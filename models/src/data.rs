@@ -1,5 +1,5 @@
 //! Labeled data: the project's ToM-lite JSONL (records with a `gold`
-//! object, LABELING.md) and GoEmotions TSV mapped to the six affects.
+//! object, docs/labeling.md) and GoEmotions TSV mapped to the six affects.
 
 use std::path::{Path, PathBuf};
 
@@ -28,7 +28,7 @@ pub struct LabeledRecord {
     pub style: Option<String>,
 }
 
-/// Gold labels of one record (LABELING.md).
+/// Gold labels of one record (docs/labeling.md).
 #[derive(Debug, Clone, Deserialize)]
 pub struct Gold {
     /// 0 to 2 kinds, primary first.
@@ -146,7 +146,7 @@ pub fn read_sensitivity(path: &Path) -> Result<Vec<SensitivityRecord>, Error> {
         .collect()
 }
 
-/// GoEmotions label → affect (LABELING.md); `None` for the unmapped ones.
+/// GoEmotions label → affect (docs/labeling.md); `None` for the unmapped ones.
 pub fn goemotions_affect(label: &str) -> Option<&'static str> {
     Some(match label {
         "anger" | "annoyance" | "disapproval" | "disgust" => "angry",

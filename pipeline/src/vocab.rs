@@ -74,7 +74,7 @@ impl Field {
     }
 }
 
-/// Known synonyms per field (LABELING.md's definitions and GoEmotions'
+/// Known synonyms per field (docs/labeling.md's definitions and GoEmotions'
 /// affect map), lower-case, with spaces and hyphens already folded to `_`.
 const SYNONYMS: &[(Field, &str, &str)] = &[
     // tom_kind
@@ -115,7 +115,7 @@ const SYNONYMS: &[(Field, &str, &str)] = &[
     (Field::TomKind, "follow_up", "unresolved_thread"),
     (Field::TomKind, "followup", "unresolved_thread"),
     (Field::TomKind, "unresolved", "unresolved_thread"),
-    // affect (LABELING.md: "angry (anger, annoyance, disapproval, disgust)" ...)
+    // affect (docs/labeling.md: "angry (anger, annoyance, disapproval, disgust)" ...)
     (Field::Affect, "anger", "angry"),
     (Field::Affect, "annoyance", "angry"),
     (Field::Affect, "annoyed", "angry"),

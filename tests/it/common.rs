@@ -96,7 +96,7 @@ impl Env {
     /// `tomlite train --frozen` on the first 40 records of `part-a.jsonl`
     /// for 2 epochs into `heads/` (cache in `cache/`), with `extra` arguments.
     pub fn train_small(&self, extra: &[&str]) -> Output {
-        let shared = repo().join("../shared/datasets/goemotions");
+        let shared = repo().join("data/goemotions");
         let data = repo().join("data/training/tom_lite/part-a.jsonl");
         bin()
             .current_dir(self.dir.path())

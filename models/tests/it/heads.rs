@@ -243,14 +243,13 @@ fn temperature_scaling_lowers_calibration_error_of_an_overfit_head() {
 }
 
 fn goemotions(split: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join(format!("../../shared/datasets/goemotions/{split}.tsv"))
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../data/goemotions/{split}.tsv"))
 }
 
 #[test]
 fn goemotions_train_maps_to_the_documented_single_affect_counts() {
     let train = read_goemotions(&goemotions("train")).unwrap();
-    // LABELING.md: 37,578 single-affect examples.
+    // docs/labeling.md: 37,578 single-affect examples.
     assert_eq!(train.len(), 37_578);
     let count = |a: &str| train.iter().filter(|e| e.affect == a).count();
     assert_eq!(

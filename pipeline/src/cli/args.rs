@@ -25,7 +25,7 @@ pub enum Command {
     Run(RunArgs),
     /// Print the effective policy (YAML) and its sha256.
     Policy(PolicyArgs),
-    /// Annotate records with the local classifier; write DESIGN.md's annotation JSONL.
+    /// Annotate records with the local classifier; write docs/design.md's annotation JSONL.
     Annotate(AnnotateArgs),
     /// Fine-tune the encoder (LoRA adapters) and train and calibrate the
     /// heads from the committed labeled data (--frozen: the heads only).
@@ -184,9 +184,10 @@ pub struct TrainArgs {
     /// identifier rules alone detect).
     #[arg(long)]
     pub sensitivity: Vec<PathBuf>,
-    /// Folder with GoEmotions train.tsv, dev.tsv and labels.txt.
-    #[arg(long, default_value = "../shared/datasets/goemotions")]
-    pub goemotions: PathBuf,
+    /// Folder with GoEmotions train.tsv, dev.tsv and labels.txt (default:
+    /// the repository's data/goemotions).
+    #[arg(long)]
+    pub goemotions: Option<PathBuf>,
     /// Encoder directory.
     #[arg(long, env = "TOMLITE_MODEL_DIR")]
     pub model_dir: Option<PathBuf>,

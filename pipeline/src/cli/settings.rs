@@ -453,6 +453,9 @@ pub fn train_config(args: TrainArgs) -> Result<TrainConfig, Failure> {
         resume: args.resume,
         ..Default::default()
     });
+    let goemotions = args
+        .goemotions
+        .unwrap_or_else(|| repo_path("data/goemotions"));
     // A refit writes the adapters and heads where a fine-tuning run does.
     let default_out = if args.frozen {
         DEFAULT_HEADS_DIR
@@ -466,8 +469,8 @@ pub fn train_config(args: TrainArgs) -> Result<TrainConfig, Failure> {
         heads_dir: args.out.unwrap_or_else(|| repo_path(default_out)),
         tom_files,
         sensitivity_files,
-        goemotions_train: args.goemotions.join("train.tsv"),
-        goemotions_dev: args.goemotions.join("dev.tsv"),
+        goemotions_train: goemotions.join("train.tsv"),
+        goemotions_dev: goemotions.join("dev.tsv"),
         options: tomlite_models::heads::TrainOptions {
             epochs: if args.frozen || refit {
                 args.epochs.unwrap_or(30)

@@ -1,4 +1,4 @@
-//! The validator and the promotion decision (DESIGN.md "Decisions").
+//! The validator and the promotion decision (docs/design.md "Decisions").
 //!
 //! Every tag and edge of an annotation is checked against the vocabulary,
 //! the per-record limits, its quote and (for edges) the node registry, and

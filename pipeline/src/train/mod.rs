@@ -4,7 +4,7 @@
 //! Data: the project's ToM-lite sets (`data/training/tom_lite/*.jsonl`,
 //! and `data/training/styles/*.jsonl`, records that name their `style`)
 //! and GoEmotions (train for the affect head, dev for its calibration and
-//! evaluation), mapped to the six affects as LABELING.md says. The dev
+//! evaluation), mapped to the six affects as docs/labeling.md says. The dev
 //! split ([`is_held_out`]) holds out whole styles ([`HELD_OUT_STYLES`]),
 //! and 15 % of the ids (stable hash) of the records without a style.
 //!

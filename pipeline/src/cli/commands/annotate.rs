@@ -1,5 +1,5 @@
 //! `tomlite annotate`: the local classifier's annotations of the inputs,
-//! written as DESIGN.md's annotation JSONL.
+//! written as docs/design.md's annotation JSONL.
 
 use std::fs::File;
 use std::io::{BufWriter, Write as _};
