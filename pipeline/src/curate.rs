@@ -52,6 +52,70 @@ pub enum CurateError {
     /// The node registry cannot be used.
     #[error(transparent)]
     Nodes(#[from] crate::graph::nodes::NodesError),
+    /// `train --curated` was given something that holds no decisions to
+    /// learn from.
+    #[error("--curated {}: {why}", path.display())]
+    NothingToLearn {
+        /// The path given.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
+}
+
+/// What `train --curated DIR` needs before anything is trained: a tomlite
+/// staging directory (one with `LATEST` or `runs/`), its
+/// `curated/curated.parquet` a regular file (never a FIFO or a device,
+/// which would block or never end), every row with a decision, and at
+/// least one row. Returns the decisions.
+pub fn load_for_training(staging: &Path) -> Result<Curated, CurateError> {
+    let refuse = |why: String| CurateError::NothingToLearn {
+        path: staging.to_path_buf(),
+        why,
+    };
+    let meta = std::fs::metadata(staging).map_err(|e| {
+        refuse(match e.kind() {
+            std::io::ErrorKind::NotFound => "does not exist".to_string(),
+            _ => format!("cannot be read: {e}"),
+        })
+    })?;
+    if !meta.is_dir() {
+        return Err(refuse(
+            "is not a directory: give the staging directory that `tomlite curate apply` wrote to"
+                .into(),
+        ));
+    }
+    if !staging.join(tomlite_staging::LATEST).is_file() && !staging.join("runs").is_dir() {
+        return Err(refuse(
+            "is not a tomlite staging directory (it has no LATEST and no runs/)".into(),
+        ));
+    }
+    let table = staging.join(CURATED_FILE);
+    match std::fs::metadata(&table) {
+        Err(_) => {
+            return Err(refuse(format!(
+                "has no {CURATED_FILE}: run `tomlite curate apply` with the curator's decisions first"
+            )));
+        }
+        Ok(m) if !m.is_file() => {
+            return Err(refuse(format!(
+                "{CURATED_FILE} is not a regular file (a FIFO, a device or a folder); it is not opened"
+            )));
+        }
+        Ok(_) => {}
+    }
+    let curated = Curated::load(staging)?;
+    let rows: Vec<&CuratedRow> = curated.rows().collect();
+    if rows.is_empty() {
+        return Err(refuse(format!("{CURATED_FILE} holds no decisions")));
+    }
+    if let Some((n, _)) = rows.iter().enumerate().find(|(_, r)| r.decision.is_empty()) {
+        return Err(refuse(format!(
+            "{CURATED_FILE}, row {}: no `decision` (accept, reject or relabel); is this a curated table?",
+            n + 1
+        )));
+    }
+    Ok(curated)
 }
 
 /// One applied decision.

@@ -1012,3 +1012,68 @@ fn a_self_harm_line_among_other_lines_is_filed_as_a_safety_record() {
         assert!(s["confidence"].as_f64().unwrap() >= 0.35, "{s}");
     }
 }
+
+/// The annotator id covers the encoder's `config.json` and `tokenizer.json`
+/// and the heads' card, not only the weights: an edited `layer_norm_eps`
+/// changes every output, so it must change the id, and the state never
+/// mixes models.
+#[test]
+fn annotator_id_changes_when_the_encoder_config_or_the_heads_card_changes() {
+    model_present();
+    let env = Env::new();
+    env.jsonl(
+        "records.jsonl",
+        &[record("c1", "Please keep answers short.")],
+    );
+    let base = repo().join("models/artifacts/all-MiniLM-L6-v2");
+    let model = env.path("model");
+    std::fs::create_dir_all(&model).unwrap();
+    for f in ["config.json", "model.safetensors", "tokenizer.json"] {
+        std::fs::copy(base.join(f), model.join(f)).unwrap();
+    }
+    let heads = env.path("heads");
+    std::fs::create_dir_all(&heads).unwrap();
+    let default_heads = repo().join("models/artifacts/adapters");
+    for entry in std::fs::read_dir(&default_heads).unwrap() {
+        let entry = entry.unwrap();
+        if entry.path().is_file() {
+            std::fs::copy(entry.path(), heads.join(entry.file_name())).unwrap();
+        }
+    }
+    let id = |out: &str| {
+        env.cmd(
+            "annotate",
+            &[
+                "--model-dir",
+                model.to_str().unwrap(),
+                "--heads-dir",
+                heads.to_str().unwrap(),
+                "--input",
+                "records.jsonl",
+                "--out",
+                out,
+            ],
+        )
+        .ok();
+        read_jsonl(&env.path(out))[0]["annotator"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let first = id("a.jsonl");
+    assert_eq!(first, id("b.jsonl"), "the same files give the same id");
+    let config = std::fs::read_to_string(model.join("config.json")).unwrap();
+    let edited = config.replace("\"layer_norm_eps\": 1e-12", "\"layer_norm_eps\": 1e-05");
+    assert_ne!(
+        config, edited,
+        "the fixture's config has layer_norm_eps 1e-12"
+    );
+    std::fs::write(model.join("config.json"), edited).unwrap();
+    let after_config = id("c.jsonl");
+    assert_ne!(first, after_config, "config.json is part of the id");
+    let mut card: Value =
+        serde_json::from_str(&std::fs::read_to_string(heads.join("card.json")).unwrap()).unwrap();
+    card["edited_by_test"] = Value::Bool(true);
+    std::fs::write(heads.join("card.json"), card.to_string()).unwrap();
+    assert_ne!(after_config, id("d.jsonl"), "card.json is part of the id");
+}

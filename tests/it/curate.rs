@@ -318,3 +318,109 @@ fn curate_apply_skips_a_non_utf8_or_over_long_line_by_number_and_applies_the_res
     assert_eq!(st["decisions_file"]["lines"], 5);
     assert_eq!(st["decisions_file"]["decided_not_applied"], 2);
 }
+
+/// `train --curated` with nothing to learn from stops before training, with
+/// exit 2 and a message naming the path and what is wrong: a mistyped path,
+/// a plain file, a folder that is no staging directory, a staging directory
+/// without `curated/curated.parquet`, a FIFO in its place (never opened),
+/// and a table without decisions.
+#[test]
+fn train_curated_refuses_what_holds_no_decisions_and_never_opens_a_fifo() {
+    let env = Env::new();
+    env.write("plain.txt", "not a staging dir");
+    std::fs::create_dir_all(env.path("empty")).unwrap();
+    // A real staging directory, without curated decisions yet.
+    env.jsonl("records.jsonl", &[record("t-1", "I prefer bullet points.")]);
+    let text = "I prefer bullet points.";
+    env.jsonl(
+        "annotations.jsonl",
+        &[annotation(
+            "t-1",
+            vec![tag("preference", 0.6, text, text)],
+            vec![],
+            ("neutral", 0.9),
+            ("low", 0.9),
+        )],
+    );
+    env.run_std(&[]).ok();
+    let staging = env.staging();
+    let cases: Vec<(String, &str)> = vec![
+        ("missing-dir".into(), "does not exist"),
+        ("plain.txt".into(), "is not a directory"),
+        ("empty".into(), "is not a tomlite staging directory"),
+        (
+            staging.display().to_string(),
+            "has no curated/curated.parquet",
+        ),
+    ];
+    let train = |path: &str| {
+        let mut child = bin()
+            .current_dir(env.path(""))
+            .args(["train", "--frozen", "--out", "heads", "--curated", path])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                child.kill().ok();
+                panic!("train --curated {path} hung");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    for (path, why) in &cases {
+        let (code, stderr) = train(path);
+        assert_eq!(code, 2, "{path}: {stderr}");
+        assert!(
+            stderr.contains(path.as_str()) && stderr.contains(why),
+            "{path}: {stderr}"
+        );
+    }
+    // A FIFO where the table should be is refused without being opened.
+    let curated = staging.join("curated");
+    std::fs::create_dir_all(&curated).unwrap();
+    let fifo = curated.join("curated.parquet");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let (code, stderr) = train(staging.to_str().unwrap());
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("is not a regular file"), "{stderr}");
+    std::fs::remove_file(&fifo).unwrap();
+    // A Parquet table without a decision column.
+    {
+        use std::sync::Arc;
+        let schema = Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new(
+            "item_id",
+            arrow_schema::DataType::Utf8,
+            false,
+        )]));
+        let batch = arrow_array::RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(arrow_array::StringArray::from(vec!["x"])) as arrow_array::ArrayRef],
+        )
+        .unwrap();
+        let mut w = parquet::arrow::ArrowWriter::try_new(
+            std::fs::File::create(&fifo).unwrap(),
+            schema,
+            None,
+        )
+        .unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+    }
+    let (code, stderr) = train(staging.to_str().unwrap());
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("curated.parquet"), "{stderr}");
+}

@@ -292,3 +292,137 @@ fn annotation_lines_that_match_no_record_are_reported() {
         ]
     );
 }
+
+/// Every codec the common writers use (snappy is pandas', pyarrow's,
+/// Polars' and DuckDB's default): one records file and one registry file
+/// per codec and writer, all read in full.
+#[test]
+fn snappy_gzip_lz4_brotli_and_zstd_parquet_from_pyarrow_and_duckdb_are_read() {
+    let fixtures = repo().join("tests/fixtures/parquet");
+    let codecs = [
+        ("pyarrow", "snappy"),
+        ("pyarrow", "gzip"),
+        ("pyarrow", "lz4"),
+        ("pyarrow", "brotli"),
+        ("pyarrow", "zstd"),
+        ("pyarrow", "none"),
+        ("duckdb", "snappy"),
+        ("duckdb", "gzip"),
+        ("duckdb", "lz4"),
+        ("duckdb", "brotli"),
+        ("duckdb", "zstd"),
+        ("duckdb", "uncompressed"),
+    ];
+    let text = "Prefers metric units.";
+    for (writer, codec) in codecs {
+        let env = Env::new();
+        let records = fixtures.join(format!("records-{writer}-{codec}.parquet"));
+        let nodes = fixtures.join(format!("nodes-{writer}-{codec}.parquet"));
+        env.jsonl(
+            "annotations.jsonl",
+            &[annotation(
+                "c-1",
+                vec![tag("preference", 0.9, text, text)],
+                vec![edge("c-1", "preference", "user:sam", 0.9, text, text)],
+                ("neutral", 0.9),
+                ("low", 0.9),
+            )],
+        );
+        let ran = env.run(&[
+            "--input",
+            records.to_str().unwrap(),
+            "--nodes",
+            nodes.to_str().unwrap(),
+            "--annotations",
+            "annotations.jsonl",
+            "--staging",
+            "staging",
+        ]);
+        assert_eq!(ran.code, 0, "{writer} {codec}: {}", ran.stderr);
+        assert!(env.table("rejects").is_empty(), "{writer} {codec}");
+        let receipt = env.receipt();
+        assert_eq!(
+            receipt["counts"]["processed"], 3,
+            "{writer} {codec}: {receipt}"
+        );
+        let tags = env.table("promoted_tags");
+        assert_eq!(tags.len(), 1, "{writer} {codec}");
+        assert_eq!(tags[0]["record_id"], "c-1");
+        // The registry was read: the edge's target is known.
+        for row in env.table("quarantine") {
+            assert!(
+                !reasons(&row).contains(&"unknown_target_node".to_string()),
+                "{writer} {codec}: {row:?}"
+            );
+        }
+    }
+}
+
+/// arrow-rs writes both LZ4 framings (the Hadoop-framed `LZ4` and
+/// `LZ4_RAW`); both are read back.
+#[test]
+fn lz4_framed_and_raw_parquet_records_are_read() {
+    use parquet::basic::Compression;
+    use parquet::file::properties::WriterProperties;
+    for compression in [Compression::LZ4, Compression::LZ4_RAW] {
+        let env = Env::new();
+        let s = |v: Vec<&str>| Arc::new(StringArray::from(v)) as ArrayRef;
+        let schema = Arc::new(Schema::new(
+            [
+                "id",
+                "persona_id",
+                "kind",
+                "source_path",
+                "created_at",
+                "text",
+            ]
+            .map(|n| Field::new(n, DataType::Utf8, false))
+            .to_vec(),
+        ));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                s(vec!["z-1"]),
+                s(vec!["ada"]),
+                s(vec!["persona_memory"]),
+                s(vec!["m/1.md"]),
+                s(vec!["2026-11-28T21:00:00Z"]),
+                s(vec!["Prefers metric units."]),
+            ],
+        )
+        .unwrap();
+        let props = WriterProperties::builder()
+            .set_compression(compression)
+            .build();
+        let path = env.path("records.parquet");
+        let mut w = parquet::arrow::ArrowWriter::try_new(
+            std::fs::File::create(&path).unwrap(),
+            schema,
+            Some(props),
+        )
+        .unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let text = "Prefers metric units.";
+        env.jsonl(
+            "annotations.jsonl",
+            &[annotation(
+                "z-1",
+                vec![tag("preference", 0.9, text, text)],
+                vec![],
+                ("neutral", 0.9),
+                ("low", 0.9),
+            )],
+        );
+        let ran = env.run(&[
+            "--input",
+            "records.parquet",
+            "--annotations",
+            "annotations.jsonl",
+            "--staging",
+            "staging",
+        ]);
+        assert_eq!(ran.code, 0, "{compression:?}: {}", ran.stderr);
+        assert_eq!(env.table("promoted_tags").len(), 1, "{compression:?}");
+    }
+}

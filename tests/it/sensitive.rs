@@ -554,3 +554,74 @@ fn merge_sums_the_sensitive_counts_of_its_shards() {
     );
     assert_eq!(read_table(&dir.join("sensitive.parquet")).len(), 8);
 }
+
+/// The sensitive rules run on every record whatever annotated it: the same
+/// secrets and a self-harm statement, each with a confident, quoted tag
+/// from an annotations file or from raw annotator output, are quarantined
+/// as sensitive and never promoted, and the receipt names the rules.
+#[test]
+fn annotations_made_elsewhere_still_get_the_sensitive_rules() {
+    let texts = [
+        ("x-password", "My bank password is Tr0ub4dor&3 for now."),
+        (
+            "x-aws",
+            "The deploy key is AKIAMXKNMZ2LDJ46S662 in the env.",
+        ),
+        ("x-pin", "My card PIN 4821 is the same as the gate."),
+        ("x-card", "I paid with card 4111 1111 1111 1111 yesterday."),
+        ("x-self-harm", "Some nights I want to die."),
+    ];
+    for raw in [false, true] {
+        let env = Env::new();
+        let records: Vec<Value> = texts.iter().map(|(id, t)| record(id, t)).collect();
+        env.jsonl("records.jsonl", &records);
+        let lines: Vec<Value> = texts
+            .iter()
+            .map(|(id, t)| {
+                let a = annotation(
+                    id,
+                    vec![tag("preference", 0.97, t, t)],
+                    vec![],
+                    ("neutral", 0.95),
+                    ("medium", 0.95),
+                );
+                if raw {
+                    let mut body = a.clone();
+                    body.as_object_mut().unwrap().remove("record_id");
+                    json!({"record_id": id, "annotator": "llm@1", "raw": body.to_string()})
+                } else {
+                    a
+                }
+            })
+            .collect();
+        env.jsonl("annotations.jsonl", &lines);
+        let flag = if raw {
+            "--raw-annotations"
+        } else {
+            "--annotations"
+        };
+        env.run(&[
+            "--input",
+            "records.jsonl",
+            flag,
+            "annotations.jsonl",
+            "--staging",
+            "staging",
+        ])
+        .ok();
+        assert!(env.table("promoted_tags").is_empty(), "{flag}");
+        let quarantine = env.table("quarantine");
+        for (id, _) in texts {
+            let rows = by(&quarantine, "record_id", id);
+            assert!(!rows.is_empty(), "{flag} {id}");
+            assert!(
+                rows.iter().all(
+                    |r| reasons(r).contains(&"sensitive_boundary_or_safety_record".to_string())
+                ),
+                "{flag} {id}: {rows:?}"
+            );
+        }
+        let detectors = env.receipt()["annotator"]["sensitive_detectors"].clone();
+        assert_eq!(detectors, json!(["rules:sensitive-rules-11"]), "{flag}");
+    }
+}

@@ -386,7 +386,7 @@ impl Classifier {
         })?;
         check_heads_fit(&heads, &encoder, heads_dir)?;
         let (id_prefix, model_sha256) =
-            model_identity(&encoder, heads_dir, abstain_below, precision);
+            model_identity(&encoder, (model_dir, heads_dir), abstain_below, precision);
         let mut classifier = Self {
             id: String::new(),
             id_prefix,
@@ -1282,16 +1282,25 @@ fn check_heads_fit(
 
 /// The annotator id's prefix (`minilm-l6`, `-int8`, `+lora`) and the
 /// sha256 of everything that makes the model's annotations what they are.
+/// The annotator's identity: every file the annotations depend on (the
+/// encoder's weights, `config.json` and `tokenizer.json`, the adapters, the
+/// heads and their card, which holds the calibration) and the settings.
 fn model_identity(
     encoder: &Encoder,
-    heads_dir: &Path,
+    (model_dir, heads_dir): (&Path, &Path),
     abstain_below: f64,
     precision: Precision,
 ) -> (String, String) {
-    let heads_sha = crate::hash::sha256_file(&heads_dir.join(tomlite_models::heads::HEADS_FILE))
-        .unwrap_or_default();
+    let sha_of = |path: std::path::PathBuf| crate::hash::sha256_file(&path).unwrap_or_default();
+    let heads_sha = sha_of(heads_dir.join(tomlite_models::heads::HEADS_FILE));
     let mut hasher = Sha256::new();
     hasher.update(encoder.sha256().as_bytes());
+    for file in [tomlite_models::CONFIG_FILE, tomlite_models::TOKENIZER_FILE] {
+        hasher.update(file.as_bytes());
+        hasher.update(sha_of(model_dir.join(file)).as_bytes());
+    }
+    hasher.update(b"card");
+    hasher.update(sha_of(heads_dir.join(tomlite_models::heads::CARD_FILE)).as_bytes());
     if let Some(adapters_sha) = encoder.adapters_sha256() {
         hasher.update(b"lora");
         hasher.update(adapters_sha.as_bytes());
@@ -1367,6 +1376,16 @@ impl Annotator for Classifier {
 
     fn stats(&self) -> serde_json::Value {
         serde_json::to_value(&self.stats).unwrap_or_default()
+    }
+
+    fn sensitive_detectors(&self) -> Vec<String> {
+        match self.sensitive_thresholds {
+            Some(_) => vec![
+                "model".to_string(),
+                format!("rules:{}", crate::annotate::sensitive::RULES_VERSION),
+            ],
+            None => Vec::new(),
+        }
     }
 }
 

@@ -119,7 +119,7 @@ pub(super) fn close_tables(status: &Status, open: OpenRun<'_>) -> Result<Totals,
 pub(super) fn committed_receipt(
     cfg: &RunConfig,
     staging: &StagingDir,
-    (started, info, stats): (&Started, &AnnotatorInfo, serde_json::Value),
+    (started, info, stats): (&Started, &AnnotatorInfo, (serde_json::Value, Vec<String>)),
     totals: &Totals,
     read: &InputsRead,
 ) -> Receipt {
@@ -136,7 +136,8 @@ pub(super) fn committed_receipt(
         annotator: AnnotatorReceipt {
             id: info.id.clone(),
             sha256: info.sha256.clone(),
-            stats,
+            stats: stats.0,
+            sensitive_detectors: stats.1,
         },
         nodes: cfg.nodes.as_ref().map(|(path, registry)| NodesReceipt {
             path: path.display().to_string(),

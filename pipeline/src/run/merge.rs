@@ -360,6 +360,7 @@ fn merged_receipt(
                 .iter()
                 .map(|s| s.receipt.annotator.stats.clone())
                 .collect(),
+            sensitive_detectors: first.annotator.sensitive_detectors.clone(),
         },
         nodes: first.nodes.clone(),
         policy_sha256: first.policy_sha256.clone(),

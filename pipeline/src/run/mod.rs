@@ -174,7 +174,7 @@ fn run_body(
     finish::emit_poison(status, &open)?;
     let totals = finish::close_tables(status, open)?;
     let retries_used = staging.retry().used();
-    let stats = annotator.stats();
+    let stats = (annotator.stats(), annotator.sensitive_detectors());
     let receipt = finish::committed_receipt(cfg, staging, (&started, &info, stats), &totals, &read);
     finish::write_report_and_receipt(cfg, staging, (status, &mut run), receipt)?;
     // Nothing is committed from an annotations file that changed under the run.

@@ -190,6 +190,9 @@ pub struct AnnotatorReceipt {
     pub sha256: String,
     /// Its own statistics (a merged run: each shard's, in shard order).
     pub stats: Value,
+    /// The sensitive content detectors that ran on every record
+    /// (`model`, `rules:<version>`); empty: none did.
+    pub sensitive_detectors: Vec<String>,
 }
 
 /// The node registry as the receipt names it.

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, anyhow};
 use tomlite::annotate::Annotator;
 use tomlite::annotate::file::FileAnnotator;
+use tomlite::annotate::with_rules::WithRules;
 use tomlite::graph::nodes::Registry;
 use tomlite::run::{RunConfig, RunError, RunSummary, StopCondition};
 
@@ -88,17 +89,26 @@ fn open_annotator(
     source: &AnnotatorSource,
     config: &RunConfig,
 ) -> Result<Box<dyn Annotator>, Failure> {
+    let sensitive = &config.policy.persona_memory_policy.sensitive_content;
+    // The rules need no model: annotations made elsewhere get them too.
+    let with_rules = |inner: Box<dyn Annotator>| -> Box<dyn Annotator> {
+        if sensitive.detect {
+            Box::new(WithRules::new(inner, sensitive.thresholds()))
+        } else {
+            inner
+        }
+    };
     Ok(match source {
-        AnnotatorSource::Annotations(annotations) => Box::new(
+        AnnotatorSource::Annotations(annotations) => with_rules(Box::new(
             FileAnnotator::open(annotations)
                 .with_context(|| format!("cannot use --annotations {}", annotations.display()))
                 .map_err(Failure::config)?,
-        ),
-        AnnotatorSource::RawAnnotations(raw) => Box::new(
+        )),
+        AnnotatorSource::RawAnnotations(raw) => with_rules(Box::new(
             FileAnnotator::open_raw(raw)
                 .with_context(|| format!("cannot use --raw-annotations {}", raw.display()))
                 .map_err(Failure::config)?,
-        ),
+        )),
         AnnotatorSource::Classifier(model) => {
             let mut classifier = load_classifier(model, &config.policy)?;
             if let Some((_, registry)) = &config.nodes {

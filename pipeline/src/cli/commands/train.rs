@@ -12,6 +12,14 @@ use crate::{ExitStatus, Failure};
 /// Trains from the resolved config and prints where the heads went.
 pub fn train(config: TrainConfig) -> Result<(), Failure> {
     let started = std::time::Instant::now();
+    if let Some(dir) = &config.curated {
+        let curated = tomlite::curate::load_for_training(dir).map_err(Failure::config)?;
+        eprintln!(
+            "curated: {} decisions in {}",
+            curated.rows().count(),
+            dir.display()
+        );
+    }
     let tty = std::io::stderr().is_terminal();
     let mut progress = |line: &str| print_progress_line(line, tty);
     let mut steps = |step: &Progress| print_step(step, tty);
