@@ -56,6 +56,22 @@ use std::path::{Path, PathBuf};
 
 /// Name of the file under the staging root that names the last committed run.
 pub const LATEST: &str = "LATEST";
+
+/// The file that marks a staging root ([`StagingDir::open`] writes it):
+/// a journal folder walker never enters a folder that holds it, so a
+/// staging directory inside an input folder is never read back as records.
+pub const STAGING_MARKER: &str = ".tomlite-staging";
+
+/// Whether `dir` is a staging root: it holds [`STAGING_MARKER`], or (a
+/// root written before the marker existed) `LATEST` beside `runs/` and
+/// `state/`. Looks at names only and follows no link.
+pub fn is_staging_root(dir: &Path) -> bool {
+    let is = |name: &str, dir_wanted: bool| {
+        fs::symlink_metadata(dir.join(name))
+            .is_ok_and(|m| if dir_wanted { m.is_dir() } else { m.is_file() })
+    };
+    is(STAGING_MARKER, false) || (is(LATEST, false) && is("runs", true) && is("state", true))
+}
 /// Prefix of run directories that are still being written.
 pub const TMP_PREFIX: &str = ".tmp-";
 /// How [`Recovered::describe`] starts a line about an entry left alone.
@@ -127,6 +143,17 @@ impl StagingDir {
                 .map_err(|source| Error::io("create directory", &dir, source))?;
         }
         let lock = StagingLock::acquire(&root)?;
+        let marker = root.join(STAGING_MARKER);
+        // Created without following a link; one already there is kept.
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&marker)
+        {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(source) => return Err(Error::io("create the staging marker", &marker, source)),
+        }
         Ok(Self {
             root,
             _lock: lock,

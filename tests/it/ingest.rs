@@ -426,3 +426,47 @@ fn lz4_framed_and_raw_parquet_records_are_read() {
         assert_eq!(env.table("promoted_tags").len(), 1, "{compression:?}");
     }
 }
+
+/// A staging directory kept inside the journal folder that is the input
+/// is never walked: the second night does not read the first night's
+/// `report.md` (or anything else it staged) back as a record.
+#[test]
+fn staging_inside_the_journal_folder_is_never_read_back_as_records() {
+    let env = Env::new();
+    env.write(
+        "journals/ada/2026-11-27.md",
+        "# 2026-11-27\nI want the migration shipped before the audit.\n",
+    );
+    env.write("annotations.jsonl", "");
+    for night in 0..2 {
+        let ran = env.run(&[
+            "--input",
+            "journals",
+            "--annotations",
+            "annotations.jsonl",
+            "--staging",
+            "journals/staging",
+        ]);
+        assert_eq!(ran.code, 0, "night {night}: {}", ran.stderr);
+        let receipt = read_json_file(
+            &env.path("journals/staging")
+                .join("runs")
+                .join(
+                    std::fs::read_to_string(env.path("journals/staging/LATEST"))
+                        .unwrap()
+                        .trim(),
+                )
+                .join("receipt.json"),
+        );
+        assert_eq!(
+            receipt["counts"]["records_in"], 1,
+            "night {night}: {receipt}"
+        );
+        assert_eq!(receipt["counts"]["rejected"], 0, "night {night}: {receipt}");
+    }
+    assert!(env.path("journals/staging/.tomlite-staging").is_file());
+}
+
+fn read_json_file(path: &std::path::Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}

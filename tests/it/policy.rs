@@ -592,3 +592,25 @@ fn abstain_below_changes_what_the_local_classifier_tags() {
     );
     assert_ne!(after["annotator"]["id"], before["annotator"]["id"]);
 }
+
+/// `run.max_text_bytes` near `u64::MAX` once wrapped the JSONL line cap to
+/// 65,535 bytes; it is range-checked like every other numeric key, naming
+/// the key, with exit 2.
+#[test]
+fn max_text_bytes_near_u64_max_is_refused_instead_of_wrapping_the_line_cap() {
+    let env = Env::new();
+    env.jsonl("records.jsonl", &[record("r1", "Keep it short.")]);
+    env.jsonl("annotations.jsonl", &[]);
+    for value in ["18446744073709551615", "0", "67108865"] {
+        env.write("p.yaml", format!("run:\n  max_text_bytes: {value}\n"));
+        let ran = env.run_std(&["--policy", "p.yaml"]);
+        assert_eq!(ran.code, 2, "{value}: {}", ran.stderr);
+        assert!(
+            ran.stderr.contains("run.max_text_bytes") && ran.stderr.contains("outside 1..="),
+            "{value}: {}",
+            ran.stderr
+        );
+    }
+    env.write("p.yaml", "run:\n  max_text_bytes: 67108864\n");
+    assert_eq!(env.run_std(&["--policy", "p.yaml"]).code, 0);
+}

@@ -400,6 +400,17 @@ fn print_tags_and_policy(set: &Value) {
             policy["promoted_on_no_signal_records"],
             policy["quote_overlaps_gold"]
         );
+        println!(
+            "           promoted right on affect {}  intensity {}  all three {}",
+            policy["promoted_affect_precision"],
+            policy["promoted_intensity_precision"],
+            policy["promoted_all_three_precision"]
+        );
+        let gates = &policy["gates"];
+        println!(
+            "gates      of the signal records: best kind {}  affect {}  intensity {}  all three {}",
+            gates["best_kind"], gates["affect"], gates["intensity"], gates["all_three"]
+        );
     }
 }
 

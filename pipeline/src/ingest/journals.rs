@@ -12,7 +12,9 @@
 //! link to a folder can loop). A link or a FIFO, socket or device that has a
 //! journal's name, and any link to a folder or that cannot be resolved, is
 //! one reject naming it; nothing of it is read or opened. Names starting
-//! with `.` are skipped.
+//! with `.` are skipped, and so is every folder that is a tomlite staging
+//! root ([`tomlite_staging::is_staging_root`]): a staging directory kept
+//! inside the journal folder is never read back as records.
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -75,7 +77,9 @@ fn walk(dir: &Path, out: &mut Vec<Entry>) -> Result<(), IngestError> {
             source,
         })?;
         if ft.is_dir() {
-            walk(&path, out)?;
+            if !tomlite_staging::is_staging_root(&path) {
+                walk(&path, out)?;
+            }
         } else if ft.is_file() {
             if is_journal_name(&path) {
                 out.push(Entry::File(path));

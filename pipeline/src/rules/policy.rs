@@ -226,6 +226,9 @@ pub struct ClassifierPolicy {
     pub abstain_below: f64,
 }
 
+/// The largest `run.max_text_bytes` accepted: 64 MiB.
+pub const MAX_TEXT_BYTES_LIMIT: u64 = 64 * 1024 * 1024;
+
 /// `run`: settings of the job, not of the seed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -627,8 +630,14 @@ impl Policy {
         self.check_confidence_minimums()?;
         self.tom_lite_promotion_policy.check_rules()?;
         self.classifier_policy.check()?;
-        if self.run.max_text_bytes == 0 {
-            return reject("run.max_text_bytes", "must be positive".into());
+        if self.run.max_text_bytes == 0 || self.run.max_text_bytes > MAX_TEXT_BYTES_LIMIT {
+            return reject(
+                "run.max_text_bytes",
+                format!(
+                    "{} is outside 1..={MAX_TEXT_BYTES_LIMIT} (64 MiB): the line cap of JSONL input is six times it, and a larger value would overflow it",
+                    self.run.max_text_bytes
+                ),
+            );
         }
         self.persona_memory_policy.sensitive_content.check()
     }

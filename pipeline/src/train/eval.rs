@@ -358,18 +358,59 @@ struct PolicyEval {
     quotes: usize,
     /// Of those, the quotes that overlap the gold quote.
     quote_hits: usize,
+    /// Promoted tags whose record's affect is the gold one.
+    promoted_affect_right: usize,
+    /// Promoted tags whose record's intensity is the gold one.
+    promoted_intensity_right: usize,
+    /// Promoted tags right on the kind, the affect and the intensity.
+    promoted_all_right: usize,
+    /// Records with gold kinds whose best kind, affect and intensity pass
+    /// their gates, and all three together.
+    gate_kind: usize,
+    gate_affect: usize,
+    gate_intensity: usize,
+    gate_all: usize,
+}
+
+/// The confidences the promotion gates read, and whether the record's
+/// affect and intensity are the gold ones.
+struct Gates {
+    best_kind: f64,
+    affect: f64,
+    intensity: f64,
+    affect_right: bool,
+    intensity_right: bool,
 }
 
 impl PolicyEval {
-    fn add(&mut self, r: &LabeledRecord, tags: &[crate::rules::decide::TagItem], has_gold: bool) {
+    fn add(
+        &mut self,
+        r: &LabeledRecord,
+        tags: &[crate::rules::decide::TagItem],
+        has_gold: bool,
+        (gates, policy): (&Gates, &Policy),
+    ) {
+        let when = &policy.tom_lite_promotion_policy.promote_tags_when;
+        if has_gold {
+            let k = gates.best_kind >= when.tom_kind_confidence_min;
+            let a = gates.affect >= when.affect_confidence_min;
+            let i = gates.intensity >= when.intensity_confidence_min;
+            self.gate_kind += usize::from(k);
+            self.gate_affect += usize::from(a);
+            self.gate_intensity += usize::from(i);
+            self.gate_all += usize::from(k && a && i);
+        }
         let mut any = false;
         for t in tags.iter().filter(|t| t.reasons.is_empty()) {
             any = true;
             self.promoted += 1;
             let kind = t.tom_kind.as_deref().unwrap_or("");
-            if r.gold.tom_kinds.iter().any(|g| g == kind) {
-                self.promoted_right += 1;
-            }
+            let kind_right = r.gold.tom_kinds.iter().any(|g| g == kind);
+            self.promoted_right += usize::from(kind_right);
+            self.promoted_affect_right += usize::from(gates.affect_right);
+            self.promoted_intensity_right += usize::from(gates.intensity_right);
+            self.promoted_all_right +=
+                usize::from(kind_right && gates.affect_right && gates.intensity_right);
             if !has_gold {
                 self.promoted_on_no_signal += 1;
             }
@@ -400,6 +441,15 @@ impl PolicyEval {
         json!({
             "promoted_tags": self.promoted,
             "promoted_tag_precision": ratio(self.promoted_right, self.promoted),
+            "promoted_affect_precision": ratio(self.promoted_affect_right, self.promoted),
+            "promoted_intensity_precision": ratio(self.promoted_intensity_right, self.promoted),
+            "promoted_all_three_precision": ratio(self.promoted_all_right, self.promoted),
+            "gates": {
+                "best_kind": ratio(self.gate_kind, with_kinds),
+                "affect": ratio(self.gate_affect, with_kinds),
+                "intensity": ratio(self.gate_intensity, with_kinds),
+                "all_three": ratio(self.gate_all, with_kinds),
+            },
             "coverage": ratio(self.covered, with_kinds),
             "promoted_on_no_signal_records": self.promoted_on_no_signal,
             "quote_overlaps_gold": ratio(self.quote_hits, self.quotes),
@@ -506,7 +556,23 @@ impl RecordsEval<'_> {
             .is_some_and(|g| self.affect.add(g, &s.affect, &s.logits[1]));
         let intensity_right = position(&self.intensity_labels, &r.gold.intensity)
             .is_some_and(|g| self.intensity.add(g, &s.intensity, &s.logits[2]));
-        self.add_decision(r, &rec, ann, !gold_kinds.is_empty());
+        let gates = Gates {
+            best_kind: ann
+                .tags
+                .first()
+                .and_then(|t| t.confidence)
+                .or(ann.best.as_ref().map(|b| b.1))
+                .unwrap_or(0.0),
+            affect: ann.affect.first().and_then(|a| a.confidence).unwrap_or(0.0),
+            intensity: ann
+                .intensity
+                .first()
+                .and_then(|a| a.confidence)
+                .unwrap_or(0.0),
+            affect_right,
+            intensity_right,
+        };
+        self.add_decision(r, &rec, ann, (!gold_kinds.is_empty(), &gates));
         let kinds = self.tom_kind.add(gold_kinds, predicted_kinds, s);
         if let Some(style) = &r.style {
             let e = self.by_style.entry(style.clone()).or_default();
@@ -522,7 +588,13 @@ impl RecordsEval<'_> {
     }
 
     /// What the policy decides on the annotation: promotions and edges.
-    fn add_decision(&mut self, r: &LabeledRecord, rec: &Record, ann: Annotation, has_gold: bool) {
+    fn add_decision(
+        &mut self,
+        r: &LabeledRecord,
+        rec: &Record,
+        ann: Annotation,
+        (has_gold, gates): (bool, &Gates),
+    ) {
         let annotated = crate::annotate::Annotated::Parsed(ann);
         if let Decision::Annotated { tags, edges, .. } =
             decide(rec, &annotated, self.policy, &self.nodes)
@@ -530,7 +602,8 @@ impl RecordsEval<'_> {
             if self.nodes.registry.is_some() {
                 self.edges.add(r, &edges);
             }
-            self.promotions.add(r, &tags, has_gold);
+            self.promotions
+                .add(r, &tags, has_gold, (gates, self.policy));
         }
     }
 
