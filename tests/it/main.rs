@@ -22,5 +22,6 @@ mod sample;
 mod sensitive;
 mod snapshots;
 mod staging;
+mod training_data;
 mod verdict;
 mod verify;
