@@ -35,11 +35,31 @@ fn step_fields_must_match_the_labels_they_decided() {
     let path = env.jsonl("good.jsonl", &[labeled("g-1", good.clone())]);
     assert_eq!(check(&[path]).0, 0);
     let cases = [
-        ("step_intensity", json!(2), "gold.intensity", "step_intensity 2 means high"),
-        ("step_affect", json!(3), "gold.affect", "step_affect 3 means neutral"),
+        (
+            "step_intensity",
+            json!(2),
+            "gold.intensity",
+            "step_intensity 2 means high",
+        ),
+        (
+            "step_affect",
+            json!(3),
+            "gold.affect",
+            "step_affect 3 means neutral",
+        ),
         ("step_affect", json!(7), "gold.step_affect", "is not a step"),
-        ("step_intensity", Value::Null, "gold.step_intensity", "is not a step"),
-        ("step_affect", json!(0), "gold.step_affect", "step 0 is for records with no persona signal"),
+        (
+            "step_intensity",
+            Value::Null,
+            "gold.step_intensity",
+            "is not a step",
+        ),
+        (
+            "step_affect",
+            json!(0),
+            "gold.step_affect",
+            "step 0 is for records with no persona signal",
+        ),
     ];
     for (field, value, named, message) in cases {
         let mut gold = good.clone();
