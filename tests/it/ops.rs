@@ -544,6 +544,13 @@ fn a_night_that_skips_poison_records_says_so_where_cron_users_look() {
     assert!(blocker.contains("r2"), "{blocker}");
     let committed = events.iter().find(|e| e["phase"] == "committed").unwrap();
     assert_eq!(committed["evidence"]["status_code"], 0);
+    // bug_or_blocker is set on a committed run that lost records, on its
+    // committed and its final event.
+    for phase in ["committed", "before_blocked_or_final_response"] {
+        let e = events.iter().find(|e| e["phase"] == phase).unwrap();
+        let blocker = e["bug_or_blocker"].as_str().unwrap_or_default();
+        assert!(blocker.contains("1 poison records skipped"), "{phase}: {e}");
+    }
     // With --escalate-poison: committed all the same, exit 6.
     let ran = run(
         &env,

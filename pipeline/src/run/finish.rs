@@ -268,6 +268,13 @@ pub(super) fn emit_committed(
     } else {
         "curator reviews the quarantine"
     };
+    // A committed run that lost records says so where a blocker is read.
+    let bug_or_blocker = (counts.failed > 0 || counts.poison_skipped > 0).then(|| {
+        format!(
+            "committed with {} records that failed to annotate and {} poison records skipped: see `failed` and `poison` in receipt.json; failed records are tried again next run",
+            counts.failed, counts.poison_skipped
+        )
+    });
     let counts = serde_json::to_value(counts).unwrap_or_default();
     let ended = ended.and_then(|()| {
         status.emit(Event {
@@ -277,6 +284,7 @@ pub(super) fn emit_committed(
             status_code: Some(exit_code),
             next_step,
             stop_condition: stop.as_str(),
+            bug_or_blocker: bug_or_blocker.clone(),
             ..Default::default()
         })?;
         // The seed's last cadence point: every run's stream ends with it.
@@ -293,7 +301,7 @@ pub(super) fn emit_committed(
             status_code: Some(exit_code),
             next_step,
             stop_condition: stop.as_str(),
-            ..Default::default()
+            bug_or_blocker,
         })
     });
     if let Err(e) = ended {
