@@ -16,6 +16,7 @@ use tomlite_models::{EncodeOptions, Encoder};
 
 fn spec(name: &str, n: usize, multi_label: bool, hidden: usize) -> HeadSpec {
     HeadSpec {
+        wording_cues: false,
         name: name.into(),
         labels: (0..n).map(|i| format!("{name}{i}")).collect(),
         multi_label,

@@ -27,6 +27,11 @@ pub struct HeadSpec {
     pub multi_label: bool,
     /// Width of the hidden layer; `0` for a linear head.
     pub hidden: usize,
+    /// Whether the head reads the embedding followed by the text's
+    /// [`crate::cues::wording_cues`] (`CUES` more columns); older cards
+    /// lack the field and read the embedding alone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub wording_cues: bool,
 }
 
 /// A trained head.
@@ -483,6 +488,16 @@ impl Heads {
                 .map(|c| Head::from_tensors(c.spec.clone(), c.temperature, &ts, &file))
                 .transpose()
         };
+        // Only the record-level heads read the wording cues: the others
+        // are applied to sentences and candidates without their text.
+        if let Some(c) = card.heads.iter().find(|c| {
+            c.spec.wording_cues && !matches!(c.spec.name.as_str(), "affect" | "intensity")
+        }) {
+            return Err(Error::Heads {
+                path: card_path.clone(),
+                message: format!("head {} cannot read the wording cues", c.spec.name),
+            });
+        }
         Ok(Self {
             tom_kind: head(0, "tom_kind")?,
             affect: head(1, "affect")?,

@@ -47,6 +47,7 @@
 pub mod amx;
 pub mod bagging;
 pub mod bert;
+pub mod cues;
 pub mod data;
 mod encoder;
 mod error;

@@ -229,6 +229,36 @@ fn train_writes_heads_and_a_card_that_eval_and_run_can_use() {
         );
     }
     assert!(set["policy"]["promoted_tags"].is_number());
+
+    // The intensity head reads the wording cues (eval above ran it); a
+    // card that claims them for a sentence-level head is refused by name.
+    assert_eq!(card["heads"][2]["spec"]["wording_cues"], true);
+    assert!(card["heads"][0]["spec"].get("wording_cues").is_none());
+    assert_eq!(card["training"]["wording_cues"]["version"], 1);
+    let mut bad = card.clone();
+    bad["heads"][0]["spec"]["wording_cues"] = Value::Bool(true);
+    std::fs::write(
+        env.path("heads/card.json"),
+        serde_json::to_string_pretty(&bad).unwrap(),
+    )
+    .unwrap();
+    let refused = bin()
+        .current_dir(env.dir.path())
+        .args([
+            "eval",
+            "--heads-dir",
+            "heads",
+            "--data",
+            data.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("head tom_kind cannot read the wording cues"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -18,6 +18,7 @@ use crate::tiny::tiny_dir;
 
 fn specs() -> HeadSpecs {
     let spec = |name: &str, n: usize, multi_label: bool, hidden: usize| HeadSpec {
+        wording_cues: false,
         name: name.into(),
         labels: (0..n).map(|i| format!("{name}{i}")).collect(),
         multi_label,
@@ -430,6 +431,7 @@ fn a_sensitive_head_trains_on_its_own_examples_and_round_trips() {
     let tuner = FineTuner::load(dir.path()).unwrap();
     let with = HeadSpecs {
         sensitive: Some(HeadSpec {
+            wording_cues: false,
             name: "sensitive".into(),
             labels: vec!["none".into(), "health".into(), "credentials_pii".into()],
             multi_label: false,

@@ -26,6 +26,7 @@ fn blobs(n: usize, classes: usize, seed: u64) -> (Tensor, Vec<u32>) {
 
 fn spec(name: &str, n: usize, multi: bool, hidden: usize) -> HeadSpec {
     HeadSpec {
+        wording_cues: false,
         name: name.into(),
         labels: (0..n).map(|i| format!("l{i}")).collect(),
         multi_label: multi,

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use foldhash::{HashMap, HashMapExt};
 use sha2::{Digest as _, Sha256};
+use tomlite_models::cues::head_input;
 use tomlite_models::heads::Heads;
 use tomlite_models::metrics::{EdgeCalibration, argmax, sigmoid_t, softmax_t};
 use tomlite_models::{EncodeStats, Encoded, Encoder, Precision, Rows};
@@ -573,7 +574,7 @@ impl Classifier {
         self.account(&encoded.stats, texts.len() - batch.texts.len());
         let late = self.encode_late_sentences(&batch, &encoded)?;
         let pass = PassScores {
-            record: self.record_scores(&encoded)?,
+            record: self.record_scores(&batch.texts, &encoded)?,
             sentences: self.sentence_scores(&batch, &encoded, &late)?,
             person: self.person_probabilities(&batch, &encoded)?,
             encoded,
@@ -690,14 +691,22 @@ impl Classifier {
             .collect())
     }
 
-    /// The heads on each distinct text's embedding: logits and calibrated
-    /// probabilities.
-    fn record_scores(&self, encoded: &Encoded) -> Result<RecordScores, tomlite_models::Error> {
+    /// The heads on each distinct text's embedding (`texts`, in the same
+    /// order; a head trained with the wording cues reads them too): logits
+    /// and calibrated probabilities.
+    fn record_scores(
+        &self,
+        texts: &[&str],
+        encoded: &Encoded,
+    ) -> Result<RecordScores, tomlite_models::Error> {
         let x = Rows::from_vectors(&encoded.embeddings, self.encoder.dim())?;
         let heads = &self.heads;
-        let tom_logits = heads.tom_kind.logits_rows(&x)?;
-        let affect_logits = heads.affect.logits_rows(&x)?;
-        let intensity_logits = heads.intensity.logits_rows(&x)?;
+        let read = |head: &tomlite_models::heads::Head| {
+            head.logits_rows(&*head_input(&x, texts, head.spec.wording_cues)?)
+        };
+        let tom_logits = read(&heads.tom_kind)?;
+        let affect_logits = read(&heads.affect)?;
+        let intensity_logits = read(&heads.intensity)?;
         let sensitive = match &heads.sensitive {
             Some(head) => head
                 .logits_rows(&x)?

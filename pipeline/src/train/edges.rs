@@ -363,6 +363,7 @@ fn train_person_head(
     }
     let x = Rows::new(rows, t.encoder.dim() + CANDIDATE_FEATURES)?;
     let spec = HeadSpec {
+        wording_cues: false,
         name: "person".into(),
         labels: vec!["person".into()],
         multi_label: true,

@@ -29,6 +29,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
+use tomlite_models::cues::with_cues;
 use tomlite_models::data::{AffectExample, LabeledRecord, read_goemotions, read_labeled};
 use tomlite_models::finetune::{Example, FineTuneOptions, FineTuner, HeadSpecs, Progress};
 use tomlite_models::heads::{Card, Head, HeadCard, HeadSpec, Heads, Targets, TrainOptions};
@@ -467,6 +468,7 @@ fn finetune_examples(data: &FineTuneData<'_>) -> Vec<Example> {
 /// sensitive head when an example labels it.
 fn finetune_specs(examples: &[Example]) -> HeadSpecs {
     let spec = |name: &str, labels: Vec<String>, multi_label: bool| HeadSpec {
+        wording_cues: false,
         name: name.into(),
         labels,
         multi_label,
@@ -636,6 +638,10 @@ pub fn train_with_steps(
     let encoder = load_encoder(cfg, finetuned.is_some())?;
     let cache = cfg.cache.as_deref();
     let embedded = embed_sets(&encoder, &data, cache, progress)?;
+    // The intensity head reads the wording cues too (the steps decide
+    // intensity by them); the affect head reads the embedding alone (with
+    // the cues its dev macro-F1 fell from 0.577 to 0.560).
+    let cued = embedded.with_cues(&data)?;
     // The small linear heads (few hundred examples per label, unit-norm
     // inputs) need a larger step and more passes than the affect MLP.
     let small = TrainOptions {
@@ -655,7 +661,7 @@ pub fn train_with_steps(
     )?;
     let mut tom = tom_bag.head;
     let mut affect = train_affect_head(cfg, &data, &embedded, &mut losses)?;
-    let intensity_bag = train_intensity_head(&data, &embedded, &small, &mut losses)?;
+    let intensity_bag = train_intensity_head(&data, &cued.tom_train, &small, &mut losses)?;
     let mut intensity = intensity_bag.head;
     report_epoch_losses(&losses, progress);
 
@@ -682,7 +688,14 @@ pub fn train_with_steps(
         "temperatures: tom_kind {:.3}, affect {:.3}, intensity {:.3}",
         tom.temperature, affect.temperature, intensity.temperature
     ));
-    let dev = dev_metrics(&tom, &affect, &intensity, &data, &embedded, progress)?;
+    let dev = dev_metrics(
+        &tom,
+        &affect,
+        &intensity,
+        &data,
+        (&embedded, &cued),
+        progress,
+    )?;
     let card = heads_card(&CardInputs {
         cfg,
         encoder_sha256: encoder.sha256(),
@@ -962,6 +975,22 @@ struct Embedded {
     goemotions_dev: Rows,
 }
 
+/// The ToM-lite rows with each text's wording cues appended
+/// ([`tomlite_models::cues`]): what the intensity head reads.
+struct Cued {
+    tom_train: Rows,
+    tom_dev: Rows,
+}
+
+impl Embedded {
+    fn with_cues(&self, data: &TrainingData) -> Result<Cued, LearnError> {
+        Ok(Cued {
+            tom_train: with_cues(&self.tom_train, &refs(&data.train_set.texts))?,
+            tom_dev: with_cues(&self.tom_dev, &refs(&data.dev_set.texts))?,
+        })
+    }
+}
+
 /// The texts of GoEmotions comments.
 fn comment_texts(examples: &[AffectExample]) -> Vec<&str> {
     examples.iter().map(|e| e.text.as_str()).collect()
@@ -1010,6 +1039,7 @@ fn train_tom_head(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Bagged, LearnError> {
     let spec = HeadSpec {
+        wording_cues: false,
         name: "tom_kind".into(),
         labels: TOM_KINDS.iter().map(|s| s.to_string()).collect(),
         multi_label: true,
@@ -1075,6 +1105,7 @@ fn affect_mlp(
     loss: &mut dyn FnMut(usize, f64),
 ) -> Result<Head, LearnError> {
     let spec = HeadSpec {
+        wording_cues: false,
         name: "affect".into(),
         labels: AFFECTS.iter().map(|s| s.to_string()).collect(),
         multi_label: false,
@@ -1098,14 +1129,16 @@ fn affect_mlp(
     )?)
 }
 
-/// intensity: bagged, on the ToM-lite training examples only.
+/// intensity: bagged, on the ToM-lite training examples only (`x`: their
+/// embeddings with the wording cues).
 fn train_intensity_head(
     data: &TrainingData,
-    embedded: &Embedded,
+    x: &Rows,
     small: &TrainOptions,
     losses: &mut EpochLosses,
 ) -> Result<Bagged, LearnError> {
     let spec = HeadSpec {
+        wording_cues: true,
         name: "intensity".into(),
         labels: INTENSITIES.iter().map(|s| s.to_string()).collect(),
         multi_label: false,
@@ -1114,7 +1147,7 @@ fn train_intensity_head(
     let labels = &data.train_set.intensity;
     Ok(train_bagged(
         &spec,
-        &embedded.tom_train,
+        x,
         &Targets::Single {
             labels: labels.iter().map(|&l| l as u32).collect(),
             weights: class_weights(labels, INTENSITIES.len()),
@@ -1389,7 +1422,7 @@ fn dev_metrics(
     affect: &Head,
     intensity: &Head,
     data: &TrainingData,
-    embedded: &Embedded,
+    (embedded, cued): (&Embedded, &Cued),
     progress: &mut dyn FnMut(&str),
 ) -> Result<DevMetrics, LearnError> {
     let dev_set = &data.dev_set;
@@ -1401,7 +1434,7 @@ fn dev_metrics(
         &AFFECTS,
     )?;
     let tom_kind = tom_head_metrics(tom, dev_x, &dev_set.kinds)?;
-    let intensity = single_metrics(intensity, dev_x, &dev_set.intensity, &INTENSITIES)?;
+    let intensity = single_metrics(intensity, &cued.tom_dev, &dev_set.intensity, &INTENSITIES)?;
     let affect_tom_lite = single_metrics(affect, dev_x, &dev_set.affect, &AFFECTS)?;
     progress(&format!(
         "dev: tom_kind macro-F1 {:.3} | affect macro-F1 {:.3} (GoEmotions dev), {:.3} (ToM-lite dev) | intensity macro-F1 {:.3}",
@@ -1465,6 +1498,7 @@ fn heads_card(inputs: &CardInputs<'_>) -> Card {
         heads,
         training_data: training_data_figures(inputs.cfg, inputs.data),
         training: json!({
+            "wording_cues": {"version": tomlite_models::cues::CUES_VERSION, "names": tomlite_models::cues::CUE_NAMES, "heads": ["intensity"]},
             "adapters_sha256": inputs.finetuned.map(|f| f.sha256.clone()),
             "finetune": inputs.finetuned.map(|f| f.summary.clone()),
             "options": inputs.cfg.options,

@@ -178,6 +178,7 @@ pub fn train_head(
         &lexical_opts,
     )?;
     let spec = HeadSpec {
+        wording_cues: false,
         name: "sensitive".into(),
         labels: self::labels(),
         multi_label: false,
