@@ -622,6 +622,113 @@ fn annotations_made_elsewhere_still_get_the_sensitive_rules() {
             );
         }
         let detectors = env.receipt()["annotator"]["sensitive_detectors"].clone();
-        assert_eq!(detectors, json!(["rules:sensitive-rules-11"]), "{flag}");
+        assert_eq!(detectors, json!(["rules:sensitive-rules-12"]), "{flag}");
+    }
+}
+
+/// Credentials the keyword rules missed: security answers, a
+/// `user / password` pair, a passphrase, a connection string and a
+/// password keyword in Spanish, German and French. Each record is
+/// quarantined as sensitive with the rule's kind as its detector; the
+/// look-alikes without a value are promoted as before.
+#[test]
+fn named_credential_rules_catch_answers_pairs_passphrases_and_foreign_keywords() {
+    let secrets = [
+        (
+            "c-answers",
+            "Bank reset: mother's maiden name Ferreira, first pet Chispa.",
+            "rules:security_answer",
+        ),
+        (
+            "c-pair",
+            "For the NAS, the admin login is root / Summer2024! until Friday.",
+            "rules:password",
+        ),
+        (
+            "c-phrase",
+            "Wallet passphrase is correct horse battery staple, keep it safe.",
+            "rules:password",
+        ),
+        (
+            "c-conn",
+            "Staging DB: postgres://app:S3cr3tPw@db.internal:5432/main",
+            "rules:password",
+        ),
+        (
+            "c-es",
+            "La contraseña es Girasol#77 para el wifi de casa.",
+            "rules:password",
+        ),
+        (
+            "c-de",
+            "Das Passwort ist Tannenbaum42, nicht vergessen.",
+            "rules:password",
+        ),
+        (
+            "c-fr",
+            "Le mot de passe est soleil2019 pour la banque.",
+            "rules:password",
+        ),
+    ];
+    let harmless = [
+        (
+            "h-pet",
+            "My first pet died when I was ten; I still miss him.",
+        ),
+        ("h-login", "The login page is down again, so annoying."),
+        (
+            "h-phrase",
+            "We talked about passphrases and why they beat passwords.",
+        ),
+    ];
+    let env = Env::new();
+    let all: Vec<(&str, &str)> = secrets
+        .iter()
+        .map(|(id, t, _)| (*id, *t))
+        .chain(harmless)
+        .collect();
+    env.jsonl(
+        "records.jsonl",
+        &all.iter().map(|(id, t)| record(id, t)).collect::<Vec<_>>(),
+    );
+    let lines: Vec<Value> = all
+        .iter()
+        .map(|(id, t)| {
+            annotation(
+                id,
+                vec![tag("preference", 0.97, t, t)],
+                vec![],
+                ("neutral", 0.95),
+                ("medium", 0.95),
+            )
+        })
+        .collect();
+    env.jsonl("annotations.jsonl", &lines);
+    env.run(&[
+        "--input",
+        "records.jsonl",
+        "--annotations",
+        "annotations.jsonl",
+        "--staging",
+        "staging",
+    ])
+    .ok();
+    let sensitive = env.table("sensitive");
+    let quarantine = env.table("quarantine");
+    for (id, _, detector) in secrets {
+        let rows = by(&sensitive, "record_id", id);
+        assert_eq!(rows.len(), 1, "{id}: {sensitive:?}");
+        assert_eq!(rows[0]["detector"], detector, "{id}");
+        assert!(
+            by(&quarantine, "record_id", id)
+                .iter()
+                .all(|r| reasons(r).contains(&"sensitive_boundary_or_safety_record".to_string())),
+            "{id}"
+        );
+    }
+    let promoted = env.table("promoted_tags");
+    for (id, _) in harmless {
+        assert!(by(&sensitive, "record_id", id).is_empty(), "{id}");
+        assert_eq!(by(&promoted, "record_id", id).len(), 1, "{id}");
     }
 }

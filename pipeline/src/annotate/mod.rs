@@ -8,6 +8,7 @@
 //! can still say everything else that is wrong.
 
 pub mod classifier;
+pub mod credential_rules;
 pub mod file;
 pub mod read_as;
 pub mod safety_rules;

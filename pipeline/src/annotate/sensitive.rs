@@ -73,7 +73,7 @@ impl Thresholds {
 /// The version of the rules (identifiers and self-harm statements), part
 /// of the annotator id: a change of what the rules find redoes the records
 /// annotated under the old ones.
-pub const RULES_VERSION: &str = "sensitive-rules-11";
+pub const RULES_VERSION: &str = "sensitive-rules-12";
 
 /// The version of how the detector reads the model's scores
 /// ([`head_probability`]), part of the annotator id like the rules': a

@@ -22,9 +22,9 @@ use regex::Regex;
 /// One identifier or secret found in a text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
-    /// What it is: "password", "pin", "written_credential", "api_key",
-    /// "card_number", "iban", "government_id", "email", "phone" (stable
-    /// names, used in details).
+    /// What it is: "password", "pin", "security_answer",
+    /// "written_credential", "api_key", "card_number", "iban",
+    /// "government_id", "email", "phone" (stable names, used in details).
     pub kind: &'static str,
     /// Byte offsets of the identifier itself in the text.
     pub start: usize,
@@ -86,6 +86,10 @@ pub struct Rules {
     /// Statements of self-harm and suicidal thoughts (a safety record,
     /// not an identifier).
     safety: crate::annotate::safety_rules::SafetyRules,
+    /// Named credential rules: a password keyword in another language, a
+    /// `user / password` pair, a passphrase, a connection string, a
+    /// security answer ([`crate::annotate::credential_rules`]).
+    credentials: crate::annotate::credential_rules::CredentialRules,
 }
 
 impl Default for Rules {
@@ -115,7 +119,7 @@ fn priority(kind: &str) -> u8 {
         "iban" => 6,
         "card_number" => 5,
         "government_id" => 4,
-        "password" | "pin" => 3,
+        "password" | "pin" | "security_answer" => 3,
         // A stated value ("PIN is 4821 and it's on a post-it") names the
         // finding rather than the place it is written.
         "email" | "written_credential" => 2,
@@ -434,6 +438,7 @@ impl Rules {
             reference_ctx: re(REFERENCE_CONTEXT),
             public_ctx: re(PUBLIC_CONTEXT),
             safety: crate::annotate::safety_rules::SafetyRules::new(),
+            credentials: crate::annotate::credential_rules::CredentialRules::new(),
         }
     }
 
@@ -454,6 +459,7 @@ impl Rules {
         self.find_government_ids(text, &mut cands);
         self.find_emails(text, &mut cands);
         self.find_phones(text, &mut cands);
+        cands.extend(self.credentials.find(text).into_iter().map(|(_, f)| f));
 
         // Highest priority first, then earliest, then longest.
         cands.sort_by(|a, b| {
