@@ -732,3 +732,96 @@ fn named_credential_rules_catch_answers_pairs_passphrases_and_foreign_keywords()
         assert_eq!(by(&promoted, "record_id", id).len(), 1, "{id}");
     }
 }
+
+/// A detected credential's value is shown in no staged table and no
+/// report: every text of the record's rows has `*` of the same byte length
+/// where the value was, the offsets still point at the quote, and the
+/// sensitive row and the queue's detail name the kind, the length and a
+/// fingerprint. The input file keeps the value.
+#[test]
+fn detected_secrets_are_masked_in_every_table_and_report() {
+    let secret = "Tr0ub4dor&3";
+    let text = "Note to self: my bank password is Tr0ub4dor&3 until March.";
+    let env = Env::new();
+    env.jsonl("records.jsonl", &[record("m1", text)]);
+    let quote = "my bank password is Tr0ub4dor&3 until March.";
+    env.jsonl(
+        "annotations.jsonl",
+        &[annotation(
+            "m1",
+            vec![tag("preference", 0.97, text, quote)],
+            vec![],
+            ("neutral", 0.95),
+            ("medium", 0.95),
+        )],
+    );
+    env.run(&[
+        "--input",
+        "records.jsonl",
+        "--annotations",
+        "annotations.jsonl",
+        "--staging",
+        "staging",
+    ])
+    .ok();
+    let stars = "*".repeat(secret.len());
+    let quarantine = env.table("quarantine");
+    let rows = by(&quarantine, "record_id", "m1");
+    assert_eq!(rows.len(), 1, "{quarantine:?}");
+    let row = rows[0];
+    let staged_text = row["record_text"].as_str().unwrap();
+    assert_eq!(staged_text, text.replace(secret, &stars));
+    let (s, e) = (
+        row["quote_start"].as_u64().unwrap() as usize,
+        row["quote_end"].as_u64().unwrap() as usize,
+    );
+    assert_eq!(&staged_text[s..e], row["source_quote"].as_str().unwrap());
+    assert_eq!(&text[s..e], quote);
+    let detail = row["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("masked: password, 11 bytes, sha256:"),
+        "{detail}"
+    );
+    let sensitive = env.table("sensitive");
+    assert_eq!(sensitive[0]["record_text"], staged_text);
+    assert!(
+        sensitive[0]["masked"]
+            .as_str()
+            .unwrap()
+            .starts_with("password, 11 bytes, sha256:")
+    );
+    // No cell of any table holds the value.
+    for table in [
+        "promoted_tags",
+        "promoted_edges",
+        "quarantine",
+        "abstained",
+        "sensitive",
+        "rejects",
+    ] {
+        for row in env.table(table) {
+            for (column, cell) in &row {
+                assert!(
+                    !cell.to_string().contains(secret),
+                    "{table}.{column}: {cell}"
+                );
+            }
+        }
+    }
+    // No file of the run (reports, receipt, events) holds the value; the
+    // input still does.
+    for entry in std::fs::read_dir(env.latest()).unwrap() {
+        let path = entry.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(
+            !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+            "{} holds the secret",
+            path.display()
+        );
+    }
+    assert!(
+        std::fs::read_to_string(env.path("records.jsonl"))
+            .unwrap()
+            .contains(secret)
+    );
+}

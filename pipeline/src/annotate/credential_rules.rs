@@ -11,8 +11,6 @@
 
 use regex::{Captures, Regex};
 
-use crate::annotate::sensitive_rules::Finding;
-
 /// Every rule's id, in the order the rules run.
 pub const RULE_IDS: [&str; 5] = [
     "credential.foreign_password_keyword",
@@ -159,6 +157,20 @@ const NOT_A_VALUE: &[&str] = &[
     "incorrect",
 ];
 
+/// One finding: the rule that made it, its kind (`password` or
+/// `security_answer`) and the value's byte span.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// The rule's id ([`RULE_IDS`]).
+    pub rule: &'static str,
+    /// `password` or `security_answer`.
+    pub kind: &'static str,
+    /// First byte of the value.
+    pub start: usize,
+    /// End byte of the value (exclusive).
+    pub end: usize,
+}
+
 /// One rule: its id, the finding's kind, and its pattern.
 struct Rule {
     id: &'static str,
@@ -225,21 +237,18 @@ impl CredentialRules {
     }
 
     /// Every finding of every rule (they may overlap; the caller keeps
-    /// the best of overlapping findings), with the id of the rule that
-    /// made it.
-    pub fn find(&self, text: &str) -> Vec<(&'static str, Finding)> {
+    /// the best of overlapping findings).
+    pub fn find(&self, text: &str) -> Vec<Finding> {
         let mut out = Vec::new();
         for rule in &self.rules {
             for caps in rule.pattern.captures_iter(text) {
                 if let Some((start, end)) = value_of(rule.id, text, &caps) {
-                    out.push((
-                        rule.id,
-                        Finding {
-                            kind: rule.kind,
-                            start,
-                            end,
-                        },
-                    ));
+                    out.push(Finding {
+                        rule: rule.id,
+                        kind: rule.kind,
+                        start,
+                        end,
+                    });
                 }
             }
         }
@@ -293,7 +302,7 @@ mod tests {
         CredentialRules::new()
             .find(text)
             .into_iter()
-            .map(|(id, f)| (id, &text[f.start..f.end]))
+            .map(|f| (f.rule, &text[f.start..f.end]))
             .collect()
     }
 
@@ -389,8 +398,8 @@ mod on_the_data {
                     }
                     let text = r["text"].as_str().unwrap();
                     read += 1;
-                    for (id, x) in rules.find(text) {
-                        found.push(format!("{} {id}: {}", r["id"], &text[x.start..x.end]));
+                    for x in rules.find(text) {
+                        found.push(format!("{} {}: {}", r["id"], x.rule, &text[x.start..x.end]));
                     }
                 }
             }

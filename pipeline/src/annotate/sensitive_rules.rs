@@ -459,7 +459,11 @@ impl Rules {
         self.find_government_ids(text, &mut cands);
         self.find_emails(text, &mut cands);
         self.find_phones(text, &mut cands);
-        cands.extend(self.credentials.find(text).into_iter().map(|(_, f)| f));
+        cands.extend(self.credentials.find(text).into_iter().map(|f| Finding {
+            kind: f.kind,
+            start: f.start,
+            end: f.end,
+        }));
 
         // Highest priority first, then earliest, then longest.
         cands.sort_by(|a, b| {

@@ -20,6 +20,7 @@ pub mod failed;
 mod finish;
 mod inputs;
 mod items;
+mod mask;
 pub mod merge;
 mod open_run;
 pub mod progress;

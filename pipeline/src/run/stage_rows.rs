@@ -7,6 +7,7 @@ use crate::annotate::read_as::ReadAs;
 use crate::ingest::record::{Record, Reject};
 use crate::rules::decide::{EdgeItem, SensitiveRecord, TagItem};
 use crate::rules::reason::Reason;
+use crate::run::mask::{Masks, Secrets};
 use crate::stage::tables::{
     Abstained, AbstainedRow, ParseCells, PromotedEdgeRow, PromotedEdges, PromotedTagRow,
     PromotedTags, Provenance, Quarantine, QuarantineRow, QueuedAffect, QueuedItem, QuoteCells,
@@ -24,6 +25,8 @@ pub(super) struct StagedTables {
     rejects: Table<Rejects>,
     annotator: String,
     run_id: String,
+    /// The secrets of the record being staged, masked in its rows.
+    masks: Masks,
 }
 
 /// Which input a reject row came from (the `rejects.input` column).
@@ -64,10 +67,11 @@ fn promoted<T>(value: Option<T>, what: &str) -> T {
     value.unwrap_or_else(|| panic!("a promoted item has its {what}"))
 }
 
-/// A quote's cells, each possibly null.
-fn quote_cells(quote: &Quote) -> QuoteCells<'_> {
+/// A quote's cells, each possibly null; `text`: the quote's text as
+/// staged (masked).
+fn quote_cells<'a>(quote: &Quote, text: Option<&'a str>) -> QuoteCells<'a> {
     QuoteCells {
-        source_quote: quote.text.as_deref(),
+        source_quote: text,
         quote_start: quote.start,
         quote_end: quote.end,
     }
@@ -89,6 +93,7 @@ impl StagedTables {
             rejects: Table::create(run)?,
             annotator: annotator.to_string(),
             run_id: run_id.to_string(),
+            masks: Masks::default(),
         })
     }
 
@@ -170,6 +175,11 @@ impl StagedTables {
     ) -> Result<(), tomlite_staging::Error> {
         let detection = sensitive.detection.as_ref();
         let flags: Vec<&str> = sensitive.flags.iter().map(String::as_str).collect();
+        let secrets = self.masks.of(record);
+        let quote = detection
+            .and_then(|d| d.quote.text.as_deref())
+            .map(|q| secrets.other(q));
+        let text = secrets.text(&record.text);
         self.sensitive.push(&SensitiveRow {
             record_id: &record.id,
             persona_id: &record.persona_id,
@@ -180,10 +190,11 @@ impl StagedTables {
             detector: detection.and_then(|d| d.detector.as_deref()),
             flags: &flags,
             safety: u64::from(sensitive.safety),
-            quote: detection.and_then(|d| d.quote.text.as_deref()),
+            quote: quote.as_deref(),
             quote_start: detection.and_then(|d| d.quote.start),
             quote_end: detection.and_then(|d| d.quote.end),
-            record_text: &record.text,
+            record_text: &text,
+            masked: secrets.summary(),
             provenance: Provenance {
                 annotator: &self.annotator,
                 run_id: &self.run_id,
@@ -198,6 +209,10 @@ impl StagedTables {
         tag: &TagItem,
         parse: ParseCells<'_>,
     ) -> Result<(), tomlite_staging::Error> {
+        let quote = self
+            .masks
+            .of(record)
+            .other(promoted(tag.quote.text.as_deref(), "quote"));
         self.promoted_tags.push(&PromotedTagRow {
             record_id: &record.id,
             persona_id: &record.persona_id,
@@ -210,7 +225,7 @@ impl StagedTables {
             affect_confidence: promoted(tag.affect_confidence, "affect confidence"),
             intensity: promoted(tag.intensity.as_deref(), "intensity"),
             intensity_confidence: promoted(tag.intensity_confidence, "intensity confidence"),
-            source_quote: promoted(tag.quote.text.as_deref(), "quote"),
+            source_quote: &quote,
             quote_start: promoted(tag.quote.start, "quote start"),
             quote_end: promoted(tag.quote.end, "quote end"),
             provenance: Provenance {
@@ -229,6 +244,10 @@ impl StagedTables {
         edge: &EdgeItem,
         parse: ParseCells<'_>,
     ) -> Result<(), tomlite_staging::Error> {
+        let quote = self
+            .masks
+            .of(record)
+            .other(promoted(edge.quote.text.as_deref(), "quote"));
         self.promoted_edges.push(&PromotedEdgeRow {
             edge_key: &edge.edge_key,
             record_id: &record.id,
@@ -238,7 +257,7 @@ impl StagedTables {
             target_node: promoted(edge.target_node.as_deref(), "target node"),
             target_mention: edge.target_mention.as_deref(),
             confidence: promoted(edge.confidence, "confidence"),
-            source_quote: promoted(edge.quote.text.as_deref(), "quote"),
+            source_quote: &quote,
             quote_start: promoted(edge.quote.start, "quote start"),
             quote_end: promoted(edge.quote.end, "quote end"),
             provenance: Provenance {
@@ -258,7 +277,10 @@ impl StagedTables {
         parse: ParseCells<'_>,
     ) -> Result<(), tomlite_staging::Error> {
         let reasons = reason_names(&tag.reasons);
-        let detail = tag.detail.join("; ");
+        let secrets = self.masks.of(record);
+        let detail = masked_detail(secrets, &tag.detail.join("; "));
+        let text = secrets.text(&record.text);
+        let quote = tag.quote.text.as_deref().map(|q| secrets.other(q));
         let provenance = Provenance {
             annotator: &self.annotator,
             run_id: &self.run_id,
@@ -275,8 +297,9 @@ impl StagedTables {
                 intensity_confidence: tag.intensity_confidence,
                 suggested_intensity: tag.suggested_intensity.as_deref(),
             },
-            quote: quote_cells(&tag.quote),
+            quote: quote_cells(&tag.quote, quote.as_deref()),
             detail: Some(&detail),
+            record_text: &text,
             ..queued(record, (&tag.item_id, "tag"), &reasons, parse, provenance)
         };
         self.quarantine.push(&row)
@@ -290,7 +313,10 @@ impl StagedTables {
         parse: ParseCells<'_>,
     ) -> Result<(), tomlite_staging::Error> {
         let reasons = reason_names(&edge.reasons);
-        let detail = edge.detail.join("; ");
+        let secrets = self.masks.of(record);
+        let detail = masked_detail(secrets, &edge.detail.join("; "));
+        let text = secrets.text(&record.text);
+        let quote = edge.quote.text.as_deref().map(|q| secrets.other(q));
         let provenance = Provenance {
             annotator: &self.annotator,
             run_id: &self.run_id,
@@ -302,8 +328,9 @@ impl StagedTables {
             edge_key: Some(&edge.edge_key),
             suggested_label: edge.suggested_label.as_deref(),
             confidence: edge.confidence,
-            quote: quote_cells(&edge.quote),
+            quote: quote_cells(&edge.quote, quote.as_deref()),
             detail: Some(&detail),
+            record_text: &text,
             ..queued(record, (&edge.item_id, "edge"), &reasons, parse, provenance)
         };
         self.quarantine.push(&row)
@@ -319,13 +346,18 @@ impl StagedTables {
     ) -> Result<(), tomlite_staging::Error> {
         let item_id = format!("{}#annotation", record.id);
         let reasons = [Reason::UnparseableAnnotation.as_str()];
+        let secrets = self.masks.of(record);
+        let detail = masked_detail(secrets, error);
+        let raw = secrets.other(raw);
+        let text = secrets.text(&record.text);
         let provenance = Provenance {
             annotator: &self.annotator,
             run_id: &self.run_id,
         };
         let row = QuarantineRow {
-            detail: Some(error),
-            raw_annotation: Some(raw),
+            detail: Some(&detail),
+            raw_annotation: Some(&raw),
+            record_text: &text,
             ..queued(
                 record,
                 (&item_id, "annotation"),
@@ -373,6 +405,16 @@ fn queued<'r>(
         provenance,
         record_kind: record.kind.as_str(),
         parse,
+    }
+}
+
+/// A queued item's detail, masked, and naming what was masked.
+fn masked_detail(secrets: &Secrets, detail: &str) -> String {
+    let detail = secrets.other(detail);
+    match secrets.summary() {
+        Some(summary) if detail.is_empty() => format!("masked: {summary}"),
+        Some(summary) => format!("{detail}; masked: {summary}"),
+        None => detail.into_owned(),
     }
 }
 

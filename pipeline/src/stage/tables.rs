@@ -419,8 +419,11 @@ row! {
         pub quote_start: Option<u64>,
         /// Its end byte.
         pub quote_end: Option<u64>,
-        /// The record's text.
+        /// The record's text (credentials and identifiers masked).
         pub record_text: &'a str,
+        /// What was masked in this row's texts: `kind, N bytes,
+        /// sha256:xxxxxxxx` per value, `; `-joined; null when nothing was.
+        pub masked: Option<&'a str>,
         /// Annotator and run.
         pub provenance: Provenance<'a>,
     }
@@ -816,6 +819,7 @@ mod tests {
             quote_start: None,
             quote_end: None,
             record_text: "t",
+            masked: None,
             provenance: PROVENANCE,
         };
         assert_eq!(batch_of::<Sensitive>(&[sensitive]).num_rows(), 1);
