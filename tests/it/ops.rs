@@ -1165,3 +1165,37 @@ fn merge_into_a_shard_staging_dir_is_refused_and_merges_go_on_night_after_night(
         refused.stderr
     );
 }
+
+// A shard whose quarantine.parquet was replaced by another valid table
+// was merged: items appeared twice, the shard's own were lost, and the
+// merged run passed verify.
+#[test]
+fn merge_refuses_a_shard_whose_table_differs_from_its_sealed_receipt() {
+    let env = setup(80);
+    for k in 0..2 {
+        run(
+            &env,
+            &format!("s{k}"),
+            "records.jsonl",
+            &["--shard", &format!("{k}/2")],
+            None,
+        )
+        .ok();
+    }
+    let runs = [latest_run(&env.path("s0")), latest_run(&env.path("s1"))];
+    std::fs::copy(
+        runs[0].join("quarantine.parquet"),
+        runs[1].join("quarantine.parquet"),
+    )
+    .unwrap();
+    let refused = merge_into(&env, "merged", &runs);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("shard 1 run")
+            && refused.stderr.contains("does not match its sealed receipt")
+            && refused.stderr.contains("quarantine.parquet"),
+        "{}",
+        refused.stderr
+    );
+    assert!(!env.path("merged/runs").exists() || listing(&env.path("merged")).1.is_empty());
+}

@@ -110,6 +110,16 @@ fn read_shard(dir: &Path) -> Result<ShardRun, MergeError> {
             root.display()
         )));
     }
+    // Its tables must be the ones it sealed: a table replaced or edited
+    // after the commit would be merged as if it were the shard's.
+    let check = crate::stage::verify::verify_run(dir);
+    if !check.differences.is_empty() {
+        return Err(refused(format!(
+            "shard {index} run {run_id} ({}) does not match its sealed receipt: {}",
+            dir.display(),
+            check.differences.join("; ")
+        )));
+    }
     if receipt.stop_condition != Some(StopCondition::InputExhausted) {
         return Err(refused(format!(
             "shard {index} run {run_id} is partial (stop_condition {}): run the shard again until it completes",
