@@ -171,6 +171,13 @@ impl RunDir {
     pub fn commit(self, state: &mut State, retry: &Retry) -> Result<PathBuf, Error> {
         let state_dir = self.root.join("state");
         state.push_run(&self.run_id);
+        // The receipt is anchored in the state: a receipt rewritten with
+        // its tables later no longer matches what the commit recorded.
+        let receipt = self.tmp.join("receipt.json");
+        if let Ok(bytes) = fs::read(&receipt) {
+            use sha2::Digest as _;
+            state.anchor_receipt(&self.run_id, &hex::encode(sha2::Sha256::digest(&bytes)));
+        }
         let next = State::next_path(&state_dir, &self.run_id);
         state.write_file(&next, &next)?;
         sync_dir(&state_dir)?;

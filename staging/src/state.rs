@@ -21,6 +21,8 @@ const FILE: &str = "records.parquet";
 /// `records.parquet.next-<run_id>`: a run's next state, before its commit.
 pub(crate) const NEXT_INFIX: &str = ".next-";
 const RUNS_KEY: &str = "tomlite.committed_runs";
+/// Each committed run's `receipt.json` sha256, by run id.
+const RECEIPTS_KEY: &str = "tomlite.receipt_sha256";
 const BATCH: usize = 8192;
 
 /// A stored embedding: interned persona and int8 values.
@@ -77,6 +79,9 @@ pub struct State {
     strings: Vec<String>,
     string_ix: HashMap<String, u32>,
     runs: Vec<String>,
+    /// Run id → sha256 of its `receipt.json`, recorded by its commit (runs
+    /// committed before receipts were anchored have none).
+    receipts: std::collections::BTreeMap<String, String>,
     /// Record id → (interned persona, int8 embedding).
     vectors: HashMap<Box<str>, Vector>,
 }
@@ -100,6 +105,13 @@ impl State {
                     state.runs = serde_json::from_str(value).map_err(|e| Error::BadState {
                         path: path.clone(),
                         message: format!("{RUNS_KEY}: {e}"),
+                    })?;
+                }
+                if entry.key == RECEIPTS_KEY {
+                    let value = entry.value.as_deref().unwrap_or("{}");
+                    state.receipts = serde_json::from_str(value).map_err(|e| Error::BadState {
+                        path: path.clone(),
+                        message: format!("{RECEIPTS_KEY}: {e}"),
                     })?;
                 }
             }
@@ -295,6 +307,17 @@ impl State {
         self.runs.last().map(String::as_str)
     }
 
+    /// The sha256 of a committed run's `receipt.json`, as its commit
+    /// recorded it.
+    pub fn receipt_sha256(&self, run_id: &str) -> Option<&str> {
+        self.receipts.get(run_id).map(String::as_str)
+    }
+
+    /// Records the sha256 of a run's `receipt.json` (done by the commit).
+    pub fn anchor_receipt(&mut self, run_id: &str, sha256: &str) {
+        self.receipts.insert(run_id.to_string(), sha256.to_string());
+    }
+
     /// Appends a run to the committed-run history (done by the commit).
     pub fn push_run(&mut self, run_id: &str) {
         if self.last_run() != Some(run_id) {
@@ -351,9 +374,17 @@ impl State {
             path: path.clone(),
             source,
         })?;
+        let receipts_json =
+            serde_json::to_string(&self.receipts).map_err(|source| Error::Json {
+                path: path.clone(),
+                source,
+            })?;
         let props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::default()))
-            .set_key_value_metadata(Some(vec![KeyValue::new(RUNS_KEY.to_string(), runs_json)]))
+            .set_key_value_metadata(Some(vec![
+                KeyValue::new(RUNS_KEY.to_string(), runs_json),
+                KeyValue::new(RECEIPTS_KEY.to_string(), receipts_json),
+            ]))
             .build();
         let mut writer = ArrowWriter::try_new(clone, schema.clone(), Some(props))
             .map_err(|source| Error::parquet(&tmp, source))?;

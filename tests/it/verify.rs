@@ -203,3 +203,66 @@ fn verify_staging_checks_the_state_list_of_runs_against_runs_and_latest() {
     assert_eq!(verify(&env, &["nowhere"]).code, 2);
     assert_eq!(verify(&env, &[]).code, 2);
 }
+
+// verify passed a table rewritten together with its receipt entry, and
+// edited counts: the receipt was anchored nowhere else. It also hung on a
+// FIFO receipt.json.
+#[test]
+fn verify_catches_a_rewritten_receipt_recounts_the_tables_and_refuses_a_fifo_receipt() {
+    let env = Env::new();
+    sample(&env);
+    let dir = env.latest();
+    let run_dir = dir.to_str().unwrap().to_string();
+    let receipt_path = dir.join("receipt.json");
+    let original = std::fs::read_to_string(&receipt_path).unwrap();
+
+    // A table replaced (the abstained table in the promoted tags' place)
+    // and its receipt entry rewritten to match: every file matches the
+    // receipt, but the receipt is not the one the commit recorded, and
+    // the receipt's count no longer matches the table's rows.
+    let tags = dir.join("promoted_tags.parquet");
+    let swapped = std::fs::read(dir.join("abstained.parquet")).unwrap();
+    std::fs::write(&tags, &swapped).unwrap();
+    let mut r: Value = serde_json::from_str(&original).unwrap();
+    for f in r["files"].as_array_mut().unwrap() {
+        if f["name"] == "promoted_tags.parquet" {
+            f["bytes"] = Value::from(swapped.len() as u64);
+            f["sha256"] = Value::from(sha256_hex(&swapped));
+        }
+    }
+    std::fs::write(&receipt_path, r.to_string()).unwrap();
+    let bad = verify(&env, &[&run_dir]);
+    assert_eq!(bad.code, 1, "{}{}", bad.stdout, bad.stderr);
+    assert!(
+        bad.stdout
+            .contains("receipt.json: differs from the receipt its commit recorded in the state"),
+        "{}",
+        bad.stdout
+    );
+    assert!(
+        bad.stdout.contains("receipt.json: counts promoted_tags = ")
+            && bad.stdout.contains("but promoted_tags.parquet holds"),
+        "{}",
+        bad.stdout
+    );
+
+    // A FIFO in the receipt's place is named, not read.
+    std::fs::remove_file(&receipt_path).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&receipt_path)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let bad = verify(&env, &[&run_dir]);
+    assert_eq!(bad.code, 1, "{}{}", bad.stdout, bad.stderr);
+    assert!(
+        bad.stdout.contains("receipt.json: not a regular file"),
+        "{}",
+        bad.stdout
+    );
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}

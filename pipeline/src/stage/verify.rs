@@ -145,6 +145,15 @@ fn plain_name(name: &str) -> bool {
 /// The run's receipt as JSON, or `None` (why in `found`) when it cannot
 /// be read.
 fn read_receipt(dir: &Path, found: &mut Vec<String>) -> Option<Value> {
+    // A FIFO or a device would block the read or never end: only a
+    // regular file is a receipt.
+    match std::fs::symlink_metadata(dir.join(RECEIPT)) {
+        Ok(metadata) if !metadata.file_type().is_file() => {
+            found.push(format!("{RECEIPT}: not a regular file"));
+            return None;
+        }
+        _ => {}
+    }
     let bytes = match std::fs::read(dir.join(RECEIPT)) {
         Ok(bytes) => bytes,
         Err(e) => {
@@ -274,6 +283,7 @@ fn check_files(dir: &Path) -> RunCheck {
             }
             check_entries(dir, &listed, &mut found);
         }
+        recount(dir, &receipt, &mut found);
     }
     let shown = dir.display();
     RunCheck {
@@ -284,6 +294,61 @@ fn check_files(dir: &Path) -> RunCheck {
             .into_iter()
             .map(|what| format!("{shown}/{what}"))
             .collect(),
+    }
+}
+
+/// The bytes of a regular file (never a FIFO's or a device's).
+fn regular_file_bytes(path: &Path) -> Option<Vec<u8>> {
+    let metadata = std::fs::symlink_metadata(path).ok()?;
+    if !metadata.file_type().is_file() {
+        return None;
+    }
+    std::fs::read(path).ok()
+}
+
+/// The rows of a Parquet table, from its footer.
+fn table_rows(path: &Path) -> Option<u64> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let metadata = std::fs::symlink_metadata(path).ok()?;
+    if !metadata.file_type().is_file() {
+        return None;
+    }
+    let reader = SerializedFileReader::new(std::fs::File::open(path).ok()?).ok()?;
+    u64::try_from(reader.metadata().file_metadata().num_rows()).ok()
+}
+
+/// Recounts from the tables what the receipt counts: the promoted tags and
+/// edges, and the queued tags, edges and unreadable annotations.
+fn recount(dir: &Path, receipt: &Value, found: &mut Vec<String>) {
+    let counts = &receipt["counts"];
+    let count = |key: &str| counts[key].as_u64().unwrap_or(0);
+    let checks = [
+        (
+            "promoted_tags.parquet",
+            "promoted_tags",
+            count("promoted_tags"),
+        ),
+        (
+            "promoted_edges.parquet",
+            "promoted_edges",
+            count("promoted_edges"),
+        ),
+        (
+            "quarantine.parquet",
+            "quarantined_tags + quarantined_edges + quarantined_annotations",
+            count("quarantined_tags")
+                + count("quarantined_edges")
+                + count("quarantined_annotations"),
+        ),
+    ];
+    for (file, what, claimed) in checks {
+        if let Some(rows) = table_rows(&dir.join(file))
+            && rows != claimed
+        {
+            found.push(format!(
+                "{RECEIPT}: counts {what} = {claimed}, but {file} holds {rows} rows"
+            ));
+        }
     }
 }
 
@@ -315,7 +380,19 @@ pub fn verify_run(dir: &Path) -> RunCheck {
                 "{shown}: not committed: the state of {} does not list run {name}",
                 root.display()
             )),
-            Ok(_) => {}
+            Ok(state) => {
+                // The receipt as its commit recorded it in the state.
+                if let Some(anchored) = state.receipt_sha256(&name)
+                    && let Some(bytes) = regular_file_bytes(&dir.join(RECEIPT))
+                {
+                    let now = crate::hash::sha256_bytes(&bytes);
+                    if now != anchored {
+                        check.differences.push(format!(
+                            "{shown}/{RECEIPT}: differs from the receipt its commit recorded in the state (sha256 {anchored}, now {now})"
+                        ));
+                    }
+                }
+            }
         }
         if check.run_id.as_deref().is_some_and(|id| id != name) {
             check.differences.push(format!(
