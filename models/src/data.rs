@@ -53,6 +53,17 @@ pub struct Gold {
     /// Earlier records of the same persona this one follows up on.
     #[serde(default)]
     pub links_to: Vec<String>,
+    /// Whether `people`, `mentions` and `unknown_mentions` were labeled
+    /// (absent: true). A set labeled for the kinds, affect and intensity
+    /// only says `false`: its records train no person or edge head and
+    /// are not scored on edges, where an unlabeled name would count as
+    /// no person.
+    #[serde(default = "labeled")]
+    pub people_labeled: bool,
+}
+
+fn labeled() -> bool {
+    true
 }
 
 /// Reads a labeled JSONL file; a bad line is an error naming it.

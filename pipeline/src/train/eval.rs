@@ -75,6 +75,9 @@ impl EdgeEval {
     fn add(&mut self, r: &LabeledRecord, edges: &[crate::rules::decide::EdgeItem]) {
         use crate::train::edges::same_name;
         let g = &r.gold;
+        if !g.people_labeled {
+            return;
+        }
         self.gold_mentions += g.mentions.len();
         self.gold_unknown += g.unknown_mentions.len();
         self.gold_links += g.links_to.len();

@@ -1285,14 +1285,18 @@ fn train_edge_model(
             first_example[g] = Some(i);
         }
     }
-    let record_oob: Vec<Option<Vec<f32>>> = first_example
+    // Only the records whose people were labeled teach the person and
+    // edge heads (every record stays in the memory pool).
+    let (records, record_oob): (Vec<LabeledRecord>, Vec<Option<Vec<f32>>>) = records
         .iter()
-        .map(|i| i.and_then(|i| tom.oob[i].clone()))
-        .collect();
+        .zip(&first_example)
+        .filter(|(r, _)| r.gold.people_labeled)
+        .map(|(r, i)| (r.clone(), i.and_then(|i| tom.oob[i].clone())))
+        .unzip();
     crate::train::edges::train_edges(
         &crate::train::edges::EdgeTraining {
             encoder,
-            records,
+            records: &records,
             pool: &pool,
             pool_x: &pool_x,
             registry: registry.as_ref(),

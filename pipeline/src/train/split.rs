@@ -6,12 +6,18 @@ use tomlite_models::data::{LabeledRecord, is_dev};
 /// Whole styles of `data/training/styles` held out of training, for the
 /// dev split and `tomlite eval --dev`: four kinds of writing the others do
 /// not cover (emoji-heavy social posts, memories told in the third person,
-/// reported speech of other people, logistics with no signal).
-pub const HELD_OUT_STYLES: [&str; 4] = [
+/// reported speech of other people, logistics with no signal), and three
+/// of the fourteen styles of parts i-o (dictated speech, a coach's session
+/// notes, journal entries of mixed tones), records like the job's own that
+/// no training record was written as.
+pub const HELD_OUT_STYLES: [&str; 7] = [
     "emoji_social",
     "third_person_memory",
     "reported_speech",
     "logistics_admin",
+    "dictated_speech_to_text",
+    "coach_session_notes",
+    "mixed_tone_journal",
 ];
 
 /// Whether a labeled record belongs to the dev split: its style is one of
