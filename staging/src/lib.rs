@@ -100,6 +100,10 @@ pub struct Recovered {
     /// Entries of `runs/` (and `state/`) that this program cannot prove it
     /// wrote, left as they are, with why.
     pub left_alone: Vec<(PathBuf, &'static str)>,
+    /// `failed/<run_id>/` folders that keep a killed run's `events.jsonl`
+    /// (moved out of its temporary directory before that was removed) and
+    /// a receipt saying it was killed.
+    pub kept_failed: Vec<PathBuf>,
 }
 
 impl Recovered {
@@ -118,6 +122,11 @@ impl Recovered {
                 self.latest_rewritten
                     .iter()
                     .map(|r| format!("rewrote LATEST to name run {r}")),
+            )
+            .chain(
+                self.kept_failed
+                    .iter()
+                    .map(|p| format!("kept the killed run's events in {}", p.display())),
             )
             .chain(self.warnings())
             .collect()
@@ -263,6 +272,9 @@ impl StagingDir {
             });
         }
         for path in remove {
+            if let Some(kept) = self.keep_killed_events(&path) {
+                out.kept_failed.push(kept);
+            }
             fs::remove_dir_all(&path).map_err(|source| Error::io("remove", &path, source))?;
             out.removed.push(path);
         }
@@ -305,6 +317,43 @@ impl StagingDir {
             sync_dir(&state_dir)?;
         }
         Ok(out)
+    }
+
+    /// Moves a killed run's `events.jsonl` out of its temporary directory
+    /// `tmp` into `failed/<run_id>/`, with a small receipt written first
+    /// (status `killed`). Best effort: the run was killed, its stream is
+    /// what tells why; nothing is followed through a link, and a
+    /// `failed` that is not a directory, or a folder already there, keeps
+    /// nothing.
+    fn keep_killed_events(&self, tmp: &Path) -> Option<PathBuf> {
+        let run_id = tmp.file_name()?.to_str()?.strip_prefix(TMP_PREFIX)?;
+        let events = tmp.join("events.jsonl");
+        if files::not_a_file(&events).is_some() || !events.is_file() {
+            return None;
+        }
+        let failed = self.root.join("failed");
+        match fs::symlink_metadata(&failed) {
+            Ok(m) if m.file_type().is_dir() => {}
+            Ok(_) => return None,
+            Err(_) => fs::create_dir(&failed).ok()?,
+        }
+        let dir = failed.join(run_id);
+        fs::create_dir(&dir).ok()?;
+        let receipt = serde_json::json!({
+            "run_id": run_id,
+            "status": "killed",
+            "bug_or_blocker": "the run was killed before it committed (SIGKILL, a crash or a power loss); the next run's recovery kept its events and removed its temporary directory",
+            "next_step": "read events.jsonl for the last phase the run reached; its records were not committed and the next run processes them again",
+            "events": dir.join("events.jsonl").display().to_string(),
+        });
+        let mut bytes = serde_json::to_vec_pretty(&receipt).ok()?;
+        bytes.push(b'\n');
+        let mut file = files::create_fresh(&dir.join("receipt.json")).ok()?;
+        std::io::Write::write_all(&mut file, &bytes).ok()?;
+        file.sync_all().ok()?;
+        fs::rename(&events, dir.join("events.jsonl")).ok()?;
+        sync_dir(&dir).ok()?;
+        Some(dir)
     }
 
     /// Loads the committed processed-record state (empty before the first run).

@@ -1199,3 +1199,79 @@ fn merge_refuses_a_shard_whose_table_differs_from_its_sealed_receipt() {
     );
     assert!(!env.path("merged/runs").exists() || listing(&env.path("merged")).1.is_empty());
 }
+
+// A killed run lost its events.jsonl at the next recovery, and nothing
+// went to failed/: the stream that says how far it got was removed with
+// its temporary directory.
+#[test]
+fn recovery_keeps_a_killed_runs_events_in_failed() {
+    let env = setup(60);
+    run(&env, "s", "night-1.jsonl", &[], None).ok();
+    let point = "commit.before_run_rename";
+    let killed = run(
+        &env,
+        "s",
+        "records.jsonl",
+        &[],
+        Some(&format!("{point}=return")),
+    );
+    assert_ne!(killed.code, 0, "{}", killed.stderr);
+    let tmp: Vec<String> = std::fs::read_dir(env.path("s/runs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".tmp-"))
+        .collect();
+    assert_eq!(tmp.len(), 1, "{tmp:?}");
+    let run_id = tmp[0].trim_start_matches(".tmp-").to_string();
+    let events_before =
+        std::fs::read_to_string(env.path("s/runs").join(&tmp[0]).join("events.jsonl")).unwrap();
+    run(&env, "s", "records.jsonl", &[], None).ok();
+    let kept = env.path("s/failed").join(&run_id);
+    assert_eq!(
+        std::fs::read_to_string(kept.join("events.jsonl")).unwrap(),
+        events_before
+    );
+    let receipt: Value =
+        serde_json::from_slice(&std::fs::read(kept.join("receipt.json")).unwrap()).unwrap();
+    assert_eq!(receipt["status"], "killed");
+    assert_eq!(receipt["run_id"], run_id.as_str());
+    let recovered = env_receipt(&env.path("s"))["recovered"].to_string();
+    assert!(
+        recovered.contains("kept the killed run's events in"),
+        "{recovered}"
+    );
+}
+
+// On a full disk, failed/<id>/receipt.json was written as 0 bytes. The
+// small receipt is written first; a full one that cannot be written
+// leaves it, whole.
+#[test]
+fn a_failure_receipt_that_cannot_be_written_whole_leaves_the_small_one() {
+    let env = setup(20);
+    run(&env, "s", "night-1.jsonl", &[], None).ok();
+    // The state lost: the next run is blocked and records it in failed/.
+    std::fs::remove_file(env.path("s/state/records.parquet")).unwrap();
+    let blocked = run(
+        &env,
+        "s",
+        "records.jsonl",
+        &[],
+        Some("failed.full_receipt=return"),
+    );
+    assert_eq!(blocked.code, 1, "{}", blocked.stderr);
+    let failed: Vec<_> = std::fs::read_dir(env.path("s/failed"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    let names: Vec<String> = std::fs::read_dir(&failed[0])
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!names.iter().any(|n| n.ends_with(".tmp")), "{names:?}");
+    let receipt: Value =
+        serde_json::from_slice(&std::fs::read(failed[0].join("receipt.json")).unwrap()).unwrap();
+    assert_eq!(receipt["status"], "blocked");
+    assert_eq!(receipt["exit_code"], 1);
+    assert!(receipt["error"].as_str().unwrap().contains("does not list"));
+}

@@ -193,14 +193,49 @@ fn failure_receipt(
     })
 }
 
-/// Writes the receipt as a new file, then syncs it and its folder.
-fn write_receipt(receipt: &Value, paths: &RecordPaths) -> std::io::Result<()> {
+/// Writes `receipt` to `path` as a new file, synced.
+fn write_new(path: &Path, receipt: &Value) -> std::io::Result<()> {
     let mut bytes = serde_json::to_vec_pretty(receipt).expect("a receipt always serialises");
     bytes.push(b'\n');
-    let mut file = tomlite_staging::files::create_fresh(&paths.receipt)?;
+    let mut file = tomlite_staging::files::create_fresh(path)?;
     file.write_all(&bytes)?;
-    file.sync_all()?;
-    tomlite_staging::sync_dir(&paths.dir).map_err(std::io::Error::other)
+    file.sync_all()
+}
+
+/// The small receipt written before anything else (a few hundred bytes:
+/// on a nearly full disk it is the one that fits), replaced by the full
+/// one when that can be written.
+fn first_receipt(ended: &Ended<'_>) -> Value {
+    json!({
+        "run_id": ended.run_id,
+        "status": ended.status,
+        "exit_code": ended.exit_code,
+        "error": ended.error,
+        "bug_or_blocker": ended.error,
+        "phase": ended.phase,
+        "next_step": ended.next_step,
+    })
+}
+
+/// Replaces the first receipt by the full one (written beside it, then
+/// renamed over it); when that cannot be written, the first one stays and
+/// the partial file is removed, so the receipt is never empty.
+fn write_receipt(receipt: &Value, paths: &RecordPaths) -> std::io::Result<()> {
+    let tmp = paths.dir.join("receipt.json.tmp");
+    let written = match tomlite_staging::fault::value("failed.full_receipt") {
+        Some(_) => std::fs::write(&tmp, b"{").and_then(|()| {
+            Err(std::io::Error::other(
+                "no space left on device (fault point)",
+            ))
+        }),
+        None => write_new(&tmp, receipt),
+    }
+    .and_then(|()| std::fs::rename(&tmp, &paths.receipt));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    tomlite_staging::sync_dir(&paths.dir).map_err(std::io::Error::other)?;
+    written
 }
 
 /// Writes `<staging>/failed/<run_id>/`: `events.jsonl` (the run's stream
@@ -216,6 +251,8 @@ pub fn record(
 ) -> std::io::Result<PathBuf> {
     let dir = absolute(&failed_folder(staging)?.join(ended.run_id));
     std::fs::create_dir(&dir)?;
+    // First a small receipt: a full disk leaves that one, never 0 bytes.
+    write_new(&dir.join("receipt.json"), &first_receipt(ended))?;
     let mut own = None;
     let log = events_in(&dir, ended, log, events_in_place, &mut own)?;
     log.set_heartbeat(ended.heartbeat);
