@@ -169,6 +169,18 @@ pub struct CuratedRow {
     pub decided_at: String,
     /// When it was applied (RFC3339).
     pub applied_at: String,
+    /// The affect the curator set (`None`: the annotated one stands).
+    pub decided_affect: Option<String>,
+    /// The intensity the curator set (`None`: the annotated one stands).
+    pub decided_intensity: Option<String>,
+    /// The model's confidence in the label (tom_kind or relation), as queued.
+    pub confidence: Option<f64>,
+    /// The model's confidence in the affect, as queued.
+    pub affect_confidence: Option<f64>,
+    /// The model's confidence in the intensity, as queued.
+    pub intensity_confidence: Option<f64>,
+    /// Decided in bulk ("accept all N shown").
+    pub bulk: bool,
 }
 
 impl CuratedRow {
@@ -190,6 +202,7 @@ impl CuratedRow {
             &self.curator,
             &self.note,
             &self.decided_at,
+            (&self.decided_affect, &self.decided_intensity, self.bulk),
         ) == (
             &other.decision,
             &other.label,
@@ -197,6 +210,7 @@ impl CuratedRow {
             &other.curator,
             &other.note,
             &other.decided_at,
+            (&other.decided_affect, &other.decided_intensity, other.bulk),
         )
     }
 }
@@ -223,6 +237,10 @@ fn text_field(row: &Map<String, Value>, column: &str) -> Option<String> {
 }
 
 /// A count cell of a staged row read back.
+fn number_field(row: &Map<String, Value>, column: &str) -> Option<f64> {
+    row.get(column).and_then(Value::as_f64)
+}
+
 fn count_field(row: &Map<String, Value>, column: &str) -> Option<u64> {
     row.get(column).and_then(Value::as_u64)
 }
@@ -268,6 +286,12 @@ impl Curated {
                 note: text_field(&m, "note"),
                 decided_at: text_field(&m, "decided_at").unwrap_or_default(),
                 applied_at: text_field(&m, "applied_at").unwrap_or_default(),
+                decided_affect: text_field(&m, "decided_affect"),
+                decided_intensity: text_field(&m, "decided_intensity"),
+                confidence: number_field(&m, "confidence"),
+                affect_confidence: number_field(&m, "affect_confidence"),
+                intensity_confidence: number_field(&m, "intensity_confidence"),
+                bulk: count_field(&m, "bulk") == Some(1),
             };
             c.rows
                 .insert((row.run_id.clone(), row.item_id.clone()), row);
@@ -351,6 +375,12 @@ impl Curated {
                 note: r.note.as_deref(),
                 decided_at: &r.decided_at,
                 applied_at: &r.applied_at,
+                decided_affect: r.decided_affect.as_deref(),
+                decided_intensity: r.decided_intensity.as_deref(),
+                confidence: r.confidence,
+                affect_confidence: r.affect_confidence,
+                intensity_confidence: r.intensity_confidence,
+                bulk: u64::from(r.bulk),
             })?;
         }
         table.close()?;
@@ -646,6 +676,9 @@ struct DecisionFields {
     item_id: Option<String>,
     decision: Option<String>,
     label: Option<String>,
+    affect: Option<String>,
+    intensity: Option<String>,
+    bulk: bool,
     target_node: Option<String>,
     curator: Option<String>,
     note: Option<String>,
@@ -673,11 +706,26 @@ fn decision_fields(line: &str) -> Result<DecisionFields, LineFault> {
             ))
         }
     };
+    let bulk = match object.get("bulk") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            let item = text_field(&object, "item_id");
+            return Err(fault(
+                item.as_deref(),
+                "bulk",
+                "bulk: expected true or false",
+            ));
+        }
+    };
     Ok(DecisionFields {
         run_id: field("run_id")?,
         item_id: field("item_id")?,
         decision: field("decision")?,
         label: field("label")?,
+        affect: field("affect")?,
+        intensity: field("intensity")?,
+        bulk,
         target_node: field("target_node")?,
         curator: field("curator")?,
         note: field("note")?,
@@ -889,6 +937,33 @@ fn decided_label_and_target(
     }
 }
 
+/// The affect and intensity a decision sets: only on a tag, each from
+/// the vocabulary.
+fn decided_affect_and_intensity(
+    fields: &DecisionFields,
+    original: &Original,
+    item: Option<&str>,
+) -> Result<(Option<String>, Option<String>), LineFault> {
+    for (name, value, vocabulary) in [
+        ("affect", &fields.affect, &crate::vocab::AFFECTS[..]),
+        (
+            "intensity",
+            &fields.intensity,
+            &crate::vocab::INTENSITIES[..],
+        ),
+    ] {
+        let Some(value) = value else { continue };
+        if original.item_type != "tag" {
+            return Err(fault(item, name, format!("{name}: only a tag has one")));
+        }
+        if !vocabulary.contains(&value.as_str()) {
+            let message = format!("`{value}` is not one of {}", vocabulary.join(", "));
+            return Err(fault(item, name, message));
+        }
+    }
+    Ok((fields.affect.clone(), fields.intensity.clone()))
+}
+
 /// What a checked decision says about its item.
 struct Decided {
     run_id: String,
@@ -897,6 +972,9 @@ struct Decided {
     label: Option<String>,
     target_node: Option<String>,
     note: Option<String>,
+    affect: Option<String>,
+    intensity: Option<String>,
+    bulk: bool,
 }
 
 /// The curated row of a checked decision: the decision beside what the
@@ -939,6 +1017,12 @@ fn curated_row(
         note: decided.note,
         decided_at: decided.signature.decided_at,
         applied_at: now.to_string(),
+        decided_affect: decided.affect,
+        decided_intensity: decided.intensity,
+        confidence: number_field(quarantined, "confidence"),
+        affect_confidence: number_field(quarantined, "affect_confidence"),
+        intensity_confidence: number_field(quarantined, "intensity_confidence"),
+        bulk: decided.bulk,
     }
 }
 
@@ -985,6 +1069,7 @@ fn decide_item(
     };
     let (label, target_node) =
         decided_label_and_target(&signature.decision, &fields, &original, &nodes, item)?;
+    let (affect, intensity) = decided_affect_and_intensity(&fields, &original, item)?;
     let decided = Decided {
         run_id,
         item_id,
@@ -992,6 +1077,9 @@ fn decide_item(
         label,
         target_node,
         note: fields.note,
+        affect,
+        intensity,
+        bulk: fields.bulk,
     };
     Ok(curated_row(
         quarantined,
@@ -1012,6 +1100,104 @@ fn decide_line(line: &str, context: &mut DecisionContext<'_>) -> Result<LineResu
     };
     run_items(context.staging, &run_id, &mut context.run_items)?;
     Ok(decide_item(fields, item_id, run_id, context))
+}
+
+/// The confidence bins of the agreement figures: under 0.5, then tenths.
+const BINS: [(f64, f64, &str); 6] = [
+    (0.0, 0.5, "0.0-0.5"),
+    (0.5, 0.6, "0.5-0.6"),
+    (0.6, 0.7, "0.6-0.7"),
+    (0.7, 0.8, "0.7-0.8"),
+    (0.8, 0.9, "0.8-0.9"),
+    (0.9, 1.0, "0.9-1.0"),
+];
+
+/// Whether the curator agreed with one head on one decided item, and the
+/// head's confidence then; `None` when the decision says nothing about
+/// that head (a rejected tag's affect, a head without a confidence).
+fn agreed(r: &CuratedRow, head: &str) -> Option<(f64, bool)> {
+    let accepted_or_relabelled = r.decision == "accept" || r.decision == "relabel";
+    match (head, r.item_type.as_str()) {
+        ("tom_kind", "tag") | ("edges", "edge") => Some((
+            r.confidence?,
+            r.decision == "accept" || (r.decision == "relabel" && r.label == r.original_label),
+        )),
+        ("affect", "tag") if accepted_or_relabelled => Some((
+            r.affect_confidence?,
+            r.decided_affect.is_none() || r.decided_affect == r.affect,
+        )),
+        ("intensity", "tag") if accepted_or_relabelled => Some((
+            r.intensity_confidence?,
+            r.decided_intensity.is_none() || r.decided_intensity == r.intensity,
+        )),
+        _ => None,
+    }
+}
+
+/// How often the curator agreed with each head (tom_kind, affect,
+/// intensity, edges) per confidence bin, bulk decisions counted apart, and
+/// whether, on this user's one-by-one decisions, the items at or above
+/// each of the seed's promotion thresholds were at least as often right
+/// as the threshold claims. The thresholds are not changed by it.
+fn agreement(curated: &Curated) -> Value {
+    let policy = crate::rules::policy::Policy::default();
+    let tags = &policy.tom_lite_promotion_policy.promote_tags_when;
+    let thresholds = [
+        ("tom_kind", tags.tom_kind_confidence_min),
+        ("affect", tags.affect_confidence_min),
+        ("intensity", tags.intensity_confidence_min),
+        (
+            "edges",
+            policy
+                .tom_lite_promotion_policy
+                .promote_edges_when
+                .edge_confidence_min,
+        ),
+    ];
+    let mut out = serde_json::Map::new();
+    for (head, threshold) in thresholds {
+        let mut bins = vec![(0u64, 0u64); BINS.len()];
+        let (mut bulk, mut bulk_agreed) = (0u64, 0u64);
+        let (mut above, mut above_agreed) = (0u64, 0u64);
+        for r in curated.rows() {
+            let Some((confidence, yes)) = agreed(r, head) else {
+                continue;
+            };
+            if r.bulk {
+                bulk += 1;
+                bulk_agreed += u64::from(yes);
+                continue;
+            }
+            let at = BINS
+                .iter()
+                .position(|&(lo, hi, _)| confidence >= lo && (confidence < hi || hi >= 1.0))
+                .unwrap_or(0);
+            bins[at].0 += 1;
+            bins[at].1 += u64::from(yes);
+            if confidence >= threshold {
+                above += 1;
+                above_agreed += u64::from(yes);
+            }
+        }
+        let rate = |n: u64, k: u64| (n > 0).then(|| k as f64 / n as f64);
+        let rows: Vec<Value> = BINS
+            .iter()
+            .zip(&bins)
+            .map(|(&(_, _, name), &(n, k))| json!({"bin": name, "decided": n, "agreed": k, "rate": rate(n, k)}))
+            .collect();
+        let holds = rate(above, above_agreed).map(|r| r >= threshold);
+        out.insert(
+            head.to_string(),
+            json!({
+                "threshold": threshold,
+                "bins": rows,
+                "at_or_above_threshold": {"decided": above, "agreed": above_agreed, "rate": rate(above, above_agreed)},
+                "threshold_holds": holds,
+                "bulk": {"decided": bulk, "agreed": bulk_agreed},
+            }),
+        );
+    }
+    Value::Object(out)
 }
 
 /// What is pending, decided and applied in a staging directory. Pending:
@@ -1061,6 +1247,7 @@ pub fn status(staging: &Path, decisions: Option<&Path>) -> Result<Value, CurateE
         *by_curator.entry(r.curator.clone()).or_default() += 1;
     }
     let last_applied = curated.rows().map(|r| r.applied_at.clone()).max();
+    let agreement = agreement(&curated);
     let mut out = json!({
         "pending": pending,
         "pending_by_reason": pending_by_reason,
@@ -1070,6 +1257,7 @@ pub fn status(staging: &Path, decisions: Option<&Path>) -> Result<Value, CurateE
         "applied_by_decision": by_decision,
         "applied_by_curator": by_curator,
         "last_applied_at": last_applied,
+        "agreement": agreement,
     });
     if let Some(d) = decisions {
         let io = |source| CurateError::Io {

@@ -424,3 +424,95 @@ fn train_curated_refuses_what_holds_no_decisions_and_never_opens_a_fifo() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("curated.parquet"), "{stderr}");
 }
+
+/// A curator sets a tag's affect and intensity, decides in bulk, and
+/// `curate status` shows per head and confidence bin how often the
+/// curator agreed with the model, bulk decisions apart, and whether the
+/// items at or above each threshold were at least as often right.
+#[test]
+fn decisions_set_affect_and_intensity_and_status_shows_agreement_per_head_and_bin() {
+    let env = Env::new();
+    let annotations = repo().join("data/sample/annotations.jsonl");
+    env.run_sample(&["--annotations", annotations.to_str().unwrap()])
+        .ok();
+    let run = env.receipt()["run_id"].as_str().unwrap().to_string();
+    let quarantine = env.table("quarantine");
+    let tags: Vec<&serde_json::Map<String, Value>> = quarantine
+        .iter()
+        .filter(|r| r["item_type"] == "tag" && r["confidence"].is_number())
+        .collect();
+    assert!(tags.len() >= 4, "{}", tags.len());
+    let id = |i: usize| tags[i]["item_id"].as_str().unwrap().to_string();
+    let other_affect = |i: usize| {
+        if tags[i]["affect"] == "sad" {
+            "happy"
+        } else {
+            "sad"
+        }
+    };
+    let mut lines = [
+        // Accepted as is: agrees with every head.
+        decision(&run, &id(0), "accept", Value::Null, Value::Null),
+        // Accepted with the affect corrected: agrees on the kind only.
+        decision(&run, &id(1), "accept", Value::Null, Value::Null),
+        // Rejected: disagrees on the kind, says nothing of the affect.
+        decision(&run, &id(2), "reject", Value::Null, Value::Null),
+        // Accepted in bulk.
+        decision(&run, &id(3), "accept", Value::Null, Value::Null),
+        // An affect outside the vocabulary.
+        decision(&run, &id(0), "accept", Value::Null, Value::Null),
+    ];
+    lines[1]["affect"] = json!(other_affect(1));
+    lines[1]["intensity"] = json!("extreme");
+    lines[3]["bulk"] = json!(true);
+    lines[4]["affect"] = json!("furious");
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    env.write("decisions.jsonl", &text);
+    let ran = curate(&env, &["apply", "decisions.jsonl", "--staging", "staging"]);
+    assert_eq!(ran.code, 1, "{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.stderr.contains(&format!(
+            "line 5 ({}): affect: `furious` is not one of angry, sad",
+            id(0)
+        )),
+        "{}",
+        ran.stderr
+    );
+    let curated = read_table(&env.staging().join("curated/curated.parquet"));
+    assert_eq!(curated.len(), 4);
+    let row = |i: usize| by(&curated, "item_id", &id(i))[0].clone();
+    assert_eq!(row(1)["decided_affect"], other_affect(1));
+    assert_eq!(row(1)["decided_intensity"], "extreme");
+    assert_eq!(row(0)["decided_affect"], Value::Null);
+    assert_eq!(row(3)["bulk"], 1);
+    assert_eq!(row(0)["confidence"], tags[0]["confidence"]);
+
+    let status = curate(&env, &["status", "--staging", "staging", "--json"]).ok();
+    let s: Value = serde_json::from_str(&status.stdout).unwrap();
+    let a = &s["agreement"];
+    let decided = |head: &str| -> (u64, u64) {
+        a[head]["bins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .fold((0, 0), |(n, k), b| {
+                (
+                    n + b["decided"].as_u64().unwrap(),
+                    k + b["agreed"].as_u64().unwrap(),
+                )
+            })
+    };
+    // One by one: three tags; the kind agreed on two (the rejected one
+    // not); the affect on one of the two not rejected.
+    assert_eq!(decided("tom_kind"), (3, 2));
+    assert_eq!(decided("affect"), (2, 1));
+    assert_eq!(decided("intensity"), (2, 1));
+    assert_eq!(a["tom_kind"]["bulk"], json!({"decided": 1, "agreed": 1}));
+    assert_eq!(a["tom_kind"]["threshold"], 0.8);
+    let text = curate(&env, &["status", "--staging", "staging"]).ok();
+    assert!(
+        text.stdout.contains("agreement") && text.stdout.contains("tom_kind   at >= 0.8:"),
+        "{}",
+        text.stdout
+    );
+}

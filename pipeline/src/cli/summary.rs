@@ -201,6 +201,53 @@ pub fn print_curate_status(staging: &Path, status: &Value) {
             decided["lines"], decided["path"], decided["decided_not_applied"]
         );
     }
+    print_agreement(&status["agreement"]);
+}
+
+/// The curator's agreement with each head, per confidence bin: the
+/// user's own reliability diagram, and whether each threshold holds.
+fn print_agreement(agreement: &Value) {
+    let Some(heads) = agreement.as_object() else {
+        return;
+    };
+    println!(
+        "  agreement   how often the curator agreed with the model, by its confidence (one-by-one decisions; bulk apart)"
+    );
+    for (head, a) in heads {
+        let bins: Vec<String> = a["bins"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|b| b["decided"].as_u64().unwrap_or(0) > 0)
+            .map(|b| {
+                format!(
+                    "{} {}/{}",
+                    b["bin"].as_str().unwrap_or(""),
+                    b["agreed"],
+                    b["decided"]
+                )
+            })
+            .collect();
+        let at = &a["at_or_above_threshold"];
+        let verdict = match a["threshold_holds"].as_bool() {
+            Some(true) => "holds",
+            Some(false) => "does NOT hold",
+            None => "no decisions yet",
+        };
+        println!(
+            "    {head:10} at >= {}: {}/{} agreed, the threshold {verdict}; bins: {}; bulk {}/{}",
+            a["threshold"],
+            at["agreed"],
+            at["decided"],
+            if bins.is_empty() {
+                "none".to_string()
+            } else {
+                bins.join(", ")
+            },
+            a["bulk"]["agreed"],
+            a["bulk"]["decided"],
+        );
+    }
 }
 
 /// `tomlite verify`: runs that match, differences, what was not checked.

@@ -494,6 +494,18 @@ row! {
         pub decided_at: &'a str,
         /// When it was applied.
         pub applied_at: &'a str,
+        /// The affect the curator set (null: the annotated one stands).
+        pub decided_affect: Option<&'a str>,
+        /// The intensity the curator set (null: the annotated one stands).
+        pub decided_intensity: Option<&'a str>,
+        /// The model's confidence in the label (tom_kind or relation), as queued.
+        pub confidence: Option<f64>,
+        /// The model's confidence in the affect, as queued.
+        pub affect_confidence: Option<f64>,
+        /// The model's confidence in the intensity, as queued.
+        pub intensity_confidence: Option<f64>,
+        /// 1: decided in bulk ("accept all N shown"); 0: one by one.
+        pub bulk: u64,
     }
 }
 
