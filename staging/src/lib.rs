@@ -72,6 +72,11 @@ pub fn is_staging_root(dir: &Path) -> bool {
     };
     is(STAGING_MARKER, false) || (is(LATEST, false) && is("runs", true) && is("state", true))
 }
+
+/// How [`Recovered::describe`] starts the line of a killed run's events
+/// kept in `failed/`.
+pub const KEPT_EVENTS: &str = "kept the killed run's events in";
+
 /// Prefix of run directories that are still being written.
 pub const TMP_PREFIX: &str = ".tmp-";
 /// How [`Recovered::describe`] starts a line about an entry left alone.
@@ -126,7 +131,7 @@ impl Recovered {
             .chain(
                 self.kept_failed
                     .iter()
-                    .map(|p| format!("kept the killed run's events in {}", p.display())),
+                    .map(|p| format!("{KEPT_EVENTS} {}", p.display())),
             )
             .chain(self.warnings())
             .collect()

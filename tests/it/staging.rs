@@ -234,7 +234,17 @@ fn leftovers_of_a_killed_run_are_removed_and_its_records_redone_once() {
     assert!(committed.exists());
     let receipt = env.receipt();
     assert_eq!(receipt["counts"]["skipped_unchanged"], 2);
-    assert_eq!(receipt["recovered"].as_array().unwrap().len(), 3);
+    // The three leftovers, and the killed run's events kept in failed/.
+    let recovered = receipt["recovered"].as_array().unwrap();
+    assert_eq!(recovered.len(), 4, "{recovered:?}");
+    assert!(
+        recovered[3]
+            .as_str()
+            .unwrap()
+            .starts_with("kept the killed run's events in"),
+        "{recovered:?}"
+    );
+    assert!(ran.stdout.contains("kept the killed run's events in"));
 }
 
 // Recovery used to remove every entry of runs/ it could not place: a

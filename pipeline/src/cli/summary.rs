@@ -141,11 +141,19 @@ fn print_recovered(summary: &RunSummary) {
         .iter()
         .filter(|line| line.starts_with(tomlite_staging::LEFT_ALONE))
         .count();
-    if summary.recovered.len() > left_alone {
+    let kept: Vec<&String> = summary
+        .recovered
+        .iter()
+        .filter(|line| line.starts_with(tomlite_staging::KEPT_EVENTS))
+        .collect();
+    if summary.recovered.len() > left_alone + kept.len() {
         println!(
             "  recovered   removed {} leftovers of an interrupted run",
-            summary.recovered.len() - left_alone
+            summary.recovered.len() - left_alone - kept.len()
         );
+    }
+    for line in kept {
+        println!("  recovered   {line}");
     }
     if left_alone > 0 {
         println!(
