@@ -750,8 +750,8 @@ mod tests {
         assert_eq!(names::<Quarantine>().len(), 29);
         assert_eq!(names::<PromotedTags>().len(), 19);
         assert_eq!(names::<PromotedEdges>().len(), 16);
-        assert_eq!(names::<Sensitive>().len(), 15);
-        assert_eq!(names::<CuratedDecisions>().len(), 24);
+        assert_eq!(names::<Sensitive>().len(), 16);
+        assert_eq!(names::<CuratedDecisions>().len(), 30);
         let quarantine = names::<Quarantine>();
         assert_eq!(
             &quarantine[..5],
