@@ -227,7 +227,7 @@ fn verify_catches_a_rewritten_receipt_recounts_the_tables_and_refuses_a_fifo_rec
     for f in r["files"].as_array_mut().unwrap() {
         if f["name"] == "promoted_tags.parquet" {
             f["bytes"] = Value::from(swapped.len() as u64);
-            f["sha256"] = Value::from(sha256_hex(&swapped));
+            f["sha256"] = Value::from(tomlite::hash::sha256_bytes(&swapped));
         }
     }
     std::fs::write(&receipt_path, r.to_string()).unwrap();
@@ -260,9 +260,4 @@ fn verify_catches_a_rewritten_receipt_recounts_the_tables_and_refuses_a_fifo_rec
         "{}",
         bad.stdout
     );
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    hex::encode(sha2::Sha256::digest(bytes))
 }

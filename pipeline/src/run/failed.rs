@@ -157,8 +157,9 @@ fn emit_final(log: &mut EventLog, ended: &Ended<'_>, paths: &RecordPaths) -> std
     })
 }
 
-/// The failure receipt: how the run ended, what it left untouched and the
-/// seed's `timeout_diagnostics` (the steps and artifact from its stream).
+/// The failure receipt: the first receipt's fields, then what the run
+/// left untouched and the seed's `timeout_diagnostics` (the steps and
+/// artifact from its stream).
 fn failure_receipt(
     staging: &Path,
     ended: &Ended<'_>,
@@ -167,14 +168,8 @@ fn failure_receipt(
     artifact: Option<String>,
 ) -> Value {
     let finished_at = chrono::Utc::now();
-    json!({
-        "run_id": ended.run_id,
-        "status": ended.status,
-        "exit_code": ended.exit_code,
-        "error": ended.error,
-        "bug_or_blocker": ended.error,
-        "phase": ended.phase,
-        "next_step": ended.next_step,
+    let mut receipt = first_receipt(ended);
+    let more = json!({
         "command": ended.command,
         "started_at": ended.started_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
         "finished_at": finished_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
@@ -190,7 +185,11 @@ fn failure_receipt(
             "last_completed_command": completed_step,
             "current_artifact_path": artifact,
         },
-    })
+    });
+    if let (Some(all), Value::Object(more)) = (receipt.as_object_mut(), more) {
+        all.extend(more);
+    }
+    receipt
 }
 
 /// Writes `receipt` to `path` as a new file, synced.
