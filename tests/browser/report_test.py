@@ -6,8 +6,11 @@ known: 28 items), opens the run's report.html from disk, checks the counts
 and that the queue renders, accepts one item, relabels a tag through its
 menu and an edge through the node search box (one shared <datalist>,
 filled as the curator types), exports decisions.jsonl, feeds it to `tomlite curate apply` and
-checks what was curated. Saves screenshots in the test's temp dir (and in
-$REPORT_SCREENSHOTS when set).
+checks what was curated. Then, on a fresh run, a whole session by keys
+alone (keyboard_session): corrections of kind, affect, intensity and quote,
+an edge's relation and target, a bulk accept, an undo, the sort orders,
+export, `curate apply`, and curated.parquet read back. Saves screenshots in
+the test's temp dir (and in $REPORT_SCREENSHOTS when set).
 
 Usage: tests/browser/report_test.py PATH/TO/tomlite
 """
@@ -22,6 +25,8 @@ import time
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from keyboard_session import keyboard_session, settled
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -162,7 +167,7 @@ def main():
         # A reload keeps the decisions (the browser holds them while the curator works).
         driver.refresh()
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#queue .item"))
-        check(driver.find_element(By.ID, "decided-count").text.strip() == "3", "decisions lost on reload")
+        settled(driver, "3", check)
     finally:
         driver.quit()
 
@@ -178,6 +183,7 @@ def main():
         os.makedirs(shots, exist_ok=True)
         shutil.copy(os.path.join(tmp, "report.png"), shots)
     print(f"browser test: ok (report loaded in {load_s:.2f}s; screenshot {tmp}/report.png)")
+    keyboard_session(tomlite, ROOT, check)
 
 
 if __name__ == "__main__":

@@ -18,8 +18,14 @@ mod markdown;
 pub use data::data;
 pub use markdown::markdown;
 
-/// The page template; `__TOMLITE_DATA__` is replaced by the data.
+/// The page template; `__TOMLITE_DATA__` is replaced by the data and
+/// [`DESK_SLOT`] by [`DESK_JS`].
 const TEMPLATE: &str = include_str!("report.html");
+/// The curator's desk (corrections, keys, bulk decisions, undo, export):
+/// part of the page's script, kept in its own file.
+const DESK_JS: &str = include_str!("desk.js");
+/// Where the page's script takes [`DESK_JS`].
+const DESK_SLOT: &str = "/*__TOMLITE_DESK_JS__*/";
 
 /// Queue items the page holds at most (it says when it holds fewer): more
 /// than a curator works through in a night, and the page stays quick and
@@ -73,10 +79,11 @@ pub fn previous_receipt(
 /// comment out the script element it sits in.
 pub fn html(data: &Value) -> String {
     const SLOT: &str = "__TOMLITE_DATA__";
+    let template = TEMPLATE.replacen(DESK_SLOT, DESK_JS, 1);
     let json = serde_json::to_string(data).unwrap_or_else(|_| "{}".into());
-    let at = TEMPLATE.find(SLOT).unwrap_or(TEMPLATE.len());
-    let mut out = String::with_capacity(TEMPLATE.len() + json.len() + json.len() / 16);
-    out.push_str(&TEMPLATE[..at]);
+    let at = template.find(SLOT).unwrap_or(template.len());
+    let mut out = String::with_capacity(template.len() + json.len() + json.len() / 16);
+    out.push_str(&template[..at]);
     for c in json.chars() {
         match c {
             '<' => out.push_str("\\u003c"),
@@ -87,7 +94,7 @@ pub fn html(data: &Value) -> String {
             c => out.push(c),
         }
     }
-    out.push_str(TEMPLATE.get(at + SLOT.len()..).unwrap_or(""));
+    out.push_str(template.get(at + SLOT.len()..).unwrap_or(""));
     out
 }
 
@@ -134,6 +141,16 @@ mod tests {
     // The relabel menu listed every node on every edge card (100k nodes x
     // 10 cards = 1M <option>s): an edge relabels through a search box over
     // one shared, filtered list.
+    #[test]
+    fn the_desk_script_is_inlined_once_inside_the_page_script() {
+        let page = html(&json!({"texts": [], "queue": []}));
+        assert!(!page.contains(DESK_SLOT));
+        assert_eq!(page.matches("function bulkDecide(").count(), 1);
+        let script = page.rfind("<script>").unwrap();
+        assert!(page.find("function bulkDecide(").unwrap() > script);
+        assert!(!DESK_JS.contains("</script"));
+    }
+
     #[test]
     fn node_relabel_is_one_shared_search_list_not_a_menu_per_card() {
         assert_eq!(TEMPLATE.matches(r#"<datalist id="node-list">"#).count(), 1);
