@@ -136,12 +136,52 @@ def keyboard_session(tomlite, root, check):
     status = json.loads(subprocess.run([tomlite, "curate", "status", "--staging", staging, "--json"],
                                        capture_output=True, text=True, check=True).stdout)
     check(status["applied"] == len(expected) and status["pending"] == 28 - len(expected), f"status {status}")
+    next_night(tomlite, staging, data, status["agreement"], len(expected), check)
     shots = os.environ.get("REPORT_SCREENSHOTS")
     if shots:
         os.makedirs(shots, exist_ok=True)
         shutil.copy(os.path.join(tmp, "keys.png"), shots)
     print(f"keyboard session: ok ({len(expected) - bulk_n} decisions by key, {bulk_n} in bulk, "
           f"quotes at byte offsets checked; screenshot {tmp}/keys.png)")
+
+
+def next_night(tomlite, staging, data, agreement, applied, check):
+    """The next night's report.md and report.html show `curate status`'s agreement figures."""
+    first = open(os.path.join(staging, "LATEST")).read().strip()
+    subprocess.run(
+        [tomlite, "run", "--input", f"{data}/records.jsonl", "--nodes", f"{data}/nodes.jsonl",
+         "--annotations", f"{data}/annotations.jsonl", "--staging", staging],
+        check=True, stdout=subprocess.DEVNULL)
+    run_id = open(os.path.join(staging, "LATEST")).read().strip()
+    check(run_id != first, "no next run")
+    run_dir = os.path.join(staging, "runs", run_id)
+    md = open(os.path.join(run_dir, "report.md")).read()
+    check("## Curator agreement" in md and f"over the {applied} applied decisions" in md, md)
+    cell = lambda b: f"{b['agreed']}/{b['decided']}" if b["decided"] else "–"
+    check(set(agreement) == {"tom_kind", "affect", "intensity", "edges"}, f"heads {sorted(agreement)}")
+    decided = 0
+    for head, a in agreement.items():
+        row = f"| {head} | {a['threshold']:.2f} | " + " | ".join(cell(b) for b in a["bins"]) + f" | {cell(a['bulk'])} |"
+        check(row in md, f"report.md lacks {row!r}:\n{md}")
+        decided += sum(b["decided"] for b in a["bins"]) + a["bulk"]["decided"]
+        holds = {True: "holds", False: "does NOT hold", None: "no one-by-one decision"}[a["threshold_holds"]]
+        check(f"- {head} (threshold {a['threshold']:.2f}): {holds}" in md, f"report.md lacks the verdict of {head}")
+    check(decided > 0, "no decision counted in the agreement")
+    opts = webdriver.ChromeOptions()
+    for a in ["--headless=new", "--no-sandbox", "--disable-gpu"]:
+        opts.add_argument(a)
+    driver = webdriver.Chrome(options=opts, service=webdriver.ChromeService(executable_path=shutil.which("chromedriver")))
+    try:
+        driver.get("file://" + os.path.join(run_dir, "report.html"))
+        WebDriverWait(driver, 20).until(lambda d: d.execute_script("return window.__tomliteReady !== undefined"))
+        check(not driver.find_element(By.ID, "errors").text.strip(), "page errors")
+        check(driver.find_element(By.ID, "agreement").is_displayed(), "no agreement section")
+        for head, a in agreement.items():
+            cells = [td.text for td in driver.find_elements(By.CSS_SELECTOR, f'#agreement-table tr[data-head="{head}"] td')]
+            want = [head, f"{a['threshold']:.2f}"] + [cell(b) for b in a["bins"]] + [cell(a["bulk"])]
+            check(cells[:len(want)] == want, f"agreement row {cells}, expected {want}")
+    finally:
+        driver.quit()
 
 
 def settled(driver, count, check):

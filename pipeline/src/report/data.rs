@@ -435,5 +435,8 @@ pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
         "parse_classes": receipt.annotator.stats["raw_annotations"]["parse_classes"],
         "escape_shapes": receipt.annotator.stats["raw_annotations"]["escape_shapes"],
         "recovered": tallies.recovered.records,
+        // The curator's agreement with the model so far (`curate status`'s
+        // figures), when this staging directory has curated decisions.
+        "agreement": super::agreement::agreement(dir),
     }))
 }

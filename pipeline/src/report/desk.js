@@ -480,3 +480,34 @@ function exportDecisions() {
   msg.className = 'ok';
 }
 $('export').addEventListener('click', exportDecisions);
+
+// ---------- the curator's agreement (the next night's report) ----------
+// `curate status`'s figures: per head and confidence bin, agreed/decided,
+// bulk decisions apart, and whether each threshold holds.
+(function renderAgreement() {
+  var A = D.agreement;
+  if (!A) return;
+  var h = [];
+  if (A.error) h.push('<p class="warn">The curated decisions could not be read: ' + esc(A.error) + '</p>');
+  else {
+    var heads = A.heads || {}, names = Object.keys(heads);
+    var bins = names.length ? (heads[names[0]].bins || []).map(function (b) { return b.bin; }) : [];
+    h.push('<p class="note-line">How often the curator agreed with the model, by the model\'s confidence, over the ' + fmtInt(A.applied) +
+      ' applied decisions of this staging directory (agreed / decided; one-by-one decisions, bulk apart). The thresholds are not changed by it.</p>');
+    h.push('<table id="agreement-table"><thead><tr><th>head</th><th class="n">threshold</th>' + bins.map(function (b) { return '<th class="n">' + esc(b) + '</th>'; }).join('') +
+      '<th class="n">bulk</th><th>threshold holds?</th></tr></thead><tbody>');
+    var cell = function (b) { return b && b.decided ? fmtInt(b.agreed) + '/' + fmtInt(b.decided) : '<span class="muted">–</span>'; };
+    names.forEach(function (n) {
+      var x = heads[n], at = x.at_or_above_threshold || {};
+      var holds = x.threshold_holds === true ? '<span class="conf ok">holds</span>' : x.threshold_holds === false ? '<span class="conf below">does NOT hold</span>' : '<span class="muted">no decision at or above it yet</span>';
+      if (num(at.rate)) holds += ' <span class="muted">(' + at.rate.toFixed(2) + ': ' + fmtInt(at.agreed) + '/' + fmtInt(at.decided) + ' at ≥ ' + fmtConf(x.threshold) + ')</span>';
+      h.push('<tr data-head="' + esc(n) + '"><td>' + esc(n) + '</td><td class="n">' + fmtConf(x.threshold) + '</td>' +
+        (x.bins || []).map(function (b) { return '<td class="n">' + cell(b) + '</td>'; }).join('') +
+        '<td class="n">' + cell(x.bulk) + '</td><td>' + holds + '</td></tr>');
+    });
+    h.push('</tbody></table>');
+  }
+  $('agreement-body').innerHTML = h.join('');
+  $('agreement').hidden = false;
+  $('nav-agreement').hidden = false;
+})();

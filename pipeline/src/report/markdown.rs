@@ -16,7 +16,7 @@ fn text_or<'a>(value: &'a Value, fallback: &'a str) -> &'a str {
 }
 
 /// A JSON array's items (none when absent).
-fn items(value: &Value) -> &[Value] {
+pub(super) fn items(value: &Value) -> &[Value] {
     value.as_array().map_or(&[][..], Vec::as_slice)
 }
 
@@ -404,6 +404,7 @@ pub fn markdown(data: &Value) -> String {
     sensitive_line(&mut out, &data["sensitive"]);
     outcomes_table(&mut out, data);
     reasons_and_personas(&mut out, data);
+    super::agreement::markdown_section(&mut out, data);
     queue_section(&mut out, data);
     parse_classes_section(&mut out, data);
     let _ = writeln!(

@@ -12,6 +12,7 @@ use crate::graph::nodes::Registry;
 use crate::rules::policy::Policy;
 use crate::stage::receipt::Receipt;
 
+mod agreement;
 mod data;
 mod markdown;
 
