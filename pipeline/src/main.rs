@@ -59,6 +59,10 @@ enum ExitStatus {
     Anomaly = 5,
     /// `run --escalate-poison`: the run committed, but skipped poison records.
     Poison = 6,
+    /// `run`: SIGINT stopped the run cleanly before its commit point (128 + 2).
+    Interrupted = 130,
+    /// `run`: SIGTERM stopped the run cleanly before its commit point (128 + 15).
+    Terminated = 143,
 }
 
 impl From<ExitStatus> for ExitCode {

@@ -22,6 +22,8 @@ mod sample;
 mod sensitive;
 mod snapshots;
 mod staging;
+#[cfg(feature = "failpoints")]
+mod stall;
 mod training_data;
 mod verdict;
 mod verify;

@@ -682,6 +682,8 @@ fn outputs_are_readable_and_events_follow_the_seed() {
         phases,
         [
             "start",
+            "before_tool_or_api_call",
+            "after_tool_or_api_call",
             "input_done",
             "commit",
             "committed",

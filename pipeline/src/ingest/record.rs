@@ -254,6 +254,17 @@ pub struct InputSha {
     pub bytes: u64,
 }
 
+impl InputSha {
+    /// The sha256 of no bytes: an input of which nothing was read (a pipe
+    /// that never opened before the time budget ran short).
+    pub fn of_nothing() -> Self {
+        Self {
+            sha256: crate::ingest::bytes::Tally::default().hex(),
+            bytes: 0,
+        }
+    }
+}
+
 /// The name of a JSON value's type, for messages.
 pub fn json_type(v: &Value) -> &'static str {
     match v {

@@ -53,6 +53,9 @@ pub struct RunConfig {
     /// Retries of a transient I/O error (the seed's default 1, at most
     /// [`tomlite_staging::retry::MAX_RETRIES`]).
     pub transient_retries: u32,
+    /// Set by SIGTERM or SIGINT (the binary registers it): the run stops
+    /// cleanly at its next check, without committing.
+    pub interrupt: crate::run::interrupt::Interrupt,
 }
 
 impl RunConfig {
@@ -80,6 +83,7 @@ impl RunConfig {
             progress: ProgressMode::Quiet,
             escalate_poison: false,
             transient_retries: tomlite_staging::retry::DEFAULT_RETRIES,
+            interrupt: crate::run::interrupt::Interrupt::default(),
         }
     }
 }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use crate::annotate::AnnotateError;
 use crate::ingest::record::IngestError;
+use crate::run::interrupt::{Interrupt, Signal};
 
 /// Errors that stop a run; nothing is committed.
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +51,15 @@ pub enum RunError {
         /// The first failure.
         first: String,
     },
+    /// SIGTERM or SIGINT: the run stopped before its commit point.
+    #[error(
+        "stopped by {}: the run ended cleanly before its commit point; nothing was committed",
+        signal.name()
+    )]
+    Interrupted {
+        /// The signal.
+        signal: Signal,
+    },
     /// An input cannot be opened.
     #[error("cannot read input {}", path.display())]
     Hash {
@@ -61,12 +71,24 @@ pub enum RunError {
     },
 }
 
+impl Interrupt {
+    /// An error when a signal was received: the run stops here.
+    pub(super) fn check(&self) -> Result<(), RunError> {
+        match self.signal() {
+            Some(signal) => Err(RunError::Interrupted { signal }),
+            None => Ok(()),
+        }
+    }
+}
+
 impl RunError {
     /// The exit code this error ends `tomlite run` with: 3 for a locked
-    /// staging directory, 1 otherwise (README, "Exit codes").
+    /// staging directory, 143 or 130 for SIGTERM or SIGINT, 1 otherwise
+    /// (README, "Exit codes").
     pub fn exit_code(&self) -> i32 {
         match self {
             Self::Staging(tomlite_staging::Error::Locked { .. }) => 3,
+            Self::Interrupted { signal } => signal.exit_code(),
             _ => 1,
         }
     }

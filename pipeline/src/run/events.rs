@@ -19,6 +19,20 @@ pub const STALE_AFTER: Duration = Duration::from_secs(120);
 /// Phase of the last event of every run, committed or not (the seed's
 /// cadence point of the same name).
 pub const FINAL_PHASE: &str = "before_blocked_or_final_response";
+/// Phase of the event before each annotator batch (the seed's cadence point).
+pub const BEFORE_CALL: &str = "before_tool_or_api_call";
+/// Phase of the event after each annotator batch (the seed's cadence point).
+pub const AFTER_CALL: &str = "after_tool_or_api_call";
+/// Phase of the event of a record that failed (the seed's cadence point).
+pub const BUG_FOUND: &str = "on_deterministic_bug_found";
+/// Phase of the event after a record's retry (the seed's cadence point).
+pub const AFTER_REPAIR: &str = "after_repair_attempt";
+
+/// Whether `phase` is one of the per-batch and per-record events: they
+/// neither stand for the run's phase nor delay a heartbeat.
+pub fn is_fine_grained(phase: &str) -> bool {
+    [BEFORE_CALL, AFTER_CALL, BUG_FOUND, AFTER_REPAIR].contains(&phase)
+}
 
 /// When a monitor should treat a run as stalled: the seed's 120 s, or four
 /// heartbeats when the heartbeat is set slower than 30 s.
@@ -61,6 +75,9 @@ pub struct Event<'a> {
     pub next_step: &'a str,
     /// What ends this phase.
     pub stop_condition: &'a str,
+    /// The run's progress counters and `last_progress_at` (a run's stream
+    /// sets them on every event; see the README's stall rule).
+    pub progress: Option<Value>,
 }
 
 impl EventLog {
@@ -130,7 +147,8 @@ impl EventLog {
         self.last_completed = Some(step.to_string());
     }
 
-    /// Whether `every` passed since the last event.
+    /// Whether `every` passed since the last event (per-batch and
+    /// per-record events aside).
     pub fn heartbeat_due(&self, every: Duration) -> bool {
         self.last.elapsed() >= every
     }
@@ -142,7 +160,7 @@ impl EventLog {
         let artifact = e
             .current_artifact
             .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()));
-        let v = json!({
+        let mut v = json!({
             "subagent_run_id": self.run_id,
             "time": now,
             "phase": e.phase,
@@ -164,10 +182,16 @@ impl EventLog {
                 "stale_after_seconds": stale_after(self.heartbeat).as_secs_f64(),
             },
         });
+        if let (Some(progress), Some(all)) = (e.progress, v.as_object_mut()) {
+            all.insert("progress".into(), progress);
+        }
         let mut line = serde_json::to_vec(&v).expect("an event always serialises");
         line.push(b'\n');
         self.file.write_all(&line)?;
         self.file.flush()?;
+        if is_fine_grained(e.phase) {
+            return Ok(());
+        }
         self.last = Instant::now();
         if e.phase != "heartbeat" {
             self.last_phase = Some(e.phase.to_string());

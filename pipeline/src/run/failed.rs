@@ -154,6 +154,7 @@ fn emit_final(log: &mut EventLog, ended: &Ended<'_>, paths: &RecordPaths) -> std
         bug_or_blocker: Some(ended.error.to_string()),
         next_step: ended.next_step,
         stop_condition: "the run ended without committing",
+        progress: None,
     })
 }
 
@@ -284,6 +285,11 @@ fn how_it_ended(e: &RunError, unfinished: bool) -> (&'static str, &'static str, 
             Outcome::Unfinished.as_str(),
             "run again: the next run's recovery completes this run's commit",
             "the run is published in runs/; the state or LATEST was not replaced yet",
+        ),
+        RunError::Interrupted { .. } => (
+            Outcome::Failed.as_str(),
+            "run again when it is time: nothing was committed, the next run redoes these records",
+            "stopped by a signal before the commit point: the state, LATEST and the committed runs are as the last committed run left them",
         ),
         RunError::Staging(tomlite_staging::Error::StateBehind { .. }) => (
             Outcome::Blocked.as_str(),

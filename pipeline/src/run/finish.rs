@@ -302,6 +302,7 @@ pub(super) fn emit_committed(
             next_step,
             stop_condition: stop.as_str(),
             bug_or_blocker,
+            progress: None,
         })
     });
     if let Err(e) = ended {
@@ -328,6 +329,7 @@ impl Totals {
             recovered,
             stop_condition: read.stop,
             retries_used,
+            unread: read.unread,
         }
     }
 }

@@ -10,10 +10,11 @@ use tomlite_staging::{StagingDir, State};
 
 use crate::annotate::Annotator;
 use crate::annotate::read_as::ReadAs;
-use crate::ingest::record::{IngestError, Item, Record, Reject};
+use crate::ingest::record::{IngestError, InputSha, Item, Record, Reject};
 use crate::rules::decide::{EdgeItem, SensitiveRecord, TagItem};
 use crate::run::error::RunError;
 use crate::run::events::Event;
+use crate::run::feed::{Feed, Next, Opened, Wait};
 use crate::run::open_run::OpenRun;
 use crate::run::progress::{Progress, ProgressMode};
 use crate::run::stage_rows::RejectedInput;
@@ -57,6 +58,28 @@ pub(super) struct InputsRead {
     pub(super) waiting: Vec<WaitingRecord>,
     /// Skipped records per run that processed them.
     pub(super) skipped_from: BTreeMap<String, u64>,
+    /// The inputs the time budget left unread, or read in part, and why.
+    pub(super) unread: Vec<String>,
+}
+
+/// What the run keeps at hand while it processes a batch.
+pub(super) struct Batching<'r> {
+    pub(super) state: &'r mut State,
+    pub(super) seen: &'r SeenIds,
+    pub(super) waiting: &'r mut Vec<WaitingRecord>,
+    pub(super) skipped_from: &'r mut BTreeMap<String, u64>,
+    pub(super) status: &'r Status,
+}
+
+/// How reading one input ended.
+enum Ended {
+    /// Read to its end (its last batch processed, or deferred at the
+    /// deadline).
+    Read { deferred: bool },
+    /// The time budget stopped it before its end.
+    Deadline,
+    /// A pipe stalled: nothing came for `waited` before the budget ran short.
+    Stalled { waited: std::time::Duration },
 }
 
 /// What one item of an input did.
@@ -102,28 +125,59 @@ impl InputReader<'_, '_> {
             },
             waiting: Vec::new(),
             skipped_from: BTreeMap::new(),
+            unread: Vec::new(),
         };
-        for input in &cfg.inputs {
-            let stopped = self.read_input(input, &mut read, (&mut progress, &mut lines_read))?;
-            if stopped {
-                read.stop = StopCondition::Deadline;
-                break;
+        for (i, input) in cfg.inputs.iter().enumerate() {
+            let ended = self.read_input(input, &mut read, (&mut progress, &mut lines_read))?;
+            let why = match ended {
+                Ended::Read { deferred: false } => continue,
+                Ended::Read { deferred: true } => None,
+                Ended::Deadline => Some("the time budget ran out".to_string()),
+                Ended::Stalled { waited } => Some(format!(
+                    "stalled: no record came for {:.1} s",
+                    waited.as_secs_f64()
+                )),
+            };
+            read.stop = StopCondition::Deadline;
+            if let Some(why) = why {
+                read.unread.push(format!("{} ({why})", input.display()));
             }
+            for later in &cfg.inputs[i + 1..] {
+                read.unread.push(format!(
+                    "{} (not opened: the time budget ran out)",
+                    later.display()
+                ));
+            }
+            break;
         }
         progress.finish(lines_read, self.open.counts.processed);
         Ok(read)
     }
 
-    /// Reads one input; returns whether the deadline stopped it.
+    /// Reads one input; returns how it ended.
     fn read_input(
         &mut self,
         input: &Path,
         read: &mut InputsRead,
         (progress, lines_read): (&mut Progress, &mut u64),
-    ) -> Result<bool, RunError> {
+    ) -> Result<Ended, RunError> {
         self.status.started(&format!("read {}", input.display()));
         self.status.set(&self.open.counts, Some(input));
-        let (items, digest) = self.open_input(input)?;
+        let (mut feed, digest) = match self.open_input(input)? {
+            Opened::Ready(feed, digest) => (feed, digest),
+            Opened::Stalled { waited } => {
+                // A FIFO that no writer opened: nothing was read.
+                let ended = Ended::Stalled { waited };
+                self.input_done(input, &ended)?;
+                read.inputs.push(InputInfo {
+                    path: input.display().to_string(),
+                    sha256: InputSha::of_nothing().sha256,
+                    bytes: 0,
+                    records: 0,
+                });
+                return Ok(ended);
+            }
+        };
         let batch_size = self
             .open
             .cfg
@@ -132,26 +186,50 @@ impl InputReader<'_, '_> {
             .max(1);
         let mut records = 0u64;
         let mut batch: Vec<Record> = Vec::with_capacity(batch_size);
-        let mut stopped = false;
-        for item in items {
-            let item = item?;
+        let mut ended = None;
+        loop {
+            self.open.cfg.interrupt.check()?;
+            let next = {
+                let budget = &self.open.budget;
+                let near = || budget.near();
+                feed.next(&Wait {
+                    interrupt: &self.open.cfg.interrupt,
+                    give_up: &near,
+                })?
+            };
+            let item = match next {
+                Next::Item(item) => item?,
+                Next::End => break,
+                Next::Stalled { waited } => {
+                    // What was read is processed and committed; the budget
+                    // kept room for one batch.
+                    let at = batching(self.state, self.status, read);
+                    self.open.process(&mut batch, self.annotator, at)?;
+                    ended = Some(Ended::Stalled { waited });
+                    break;
+                }
+            };
             records += 1;
             *lines_read += 1;
+            self.status.moved(|m| m.records_read += 1);
             match self.take(item, &mut batch, batch_size, read)? {
                 Step::Taken => {}
                 Step::BatchProcessed => self.status.set(&self.open.counts, Some(input)),
                 Step::LeftOut => continue,
                 Step::Deadline => {
-                    stopped = true;
+                    ended = Some(Ended::Deadline);
                     break;
                 }
             }
             progress.update(*lines_read, self.open.counts.processed);
         }
-        if !stopped {
-            stopped = self.process_batch(&mut batch, read)?;
-        }
-        self.input_done(input, stopped)?;
+        let ended = match ended {
+            Some(ended) => ended,
+            None => Ended::Read {
+                deferred: self.process_batch(&mut batch, read)?,
+            },
+        };
+        self.input_done(input, &ended)?;
         let sha = digest.finish()?;
         read.inputs.push(InputInfo {
             path: input.display().to_string(),
@@ -159,20 +237,42 @@ impl InputReader<'_, '_> {
             bytes: sha.bytes,
             records,
         });
-        Ok(stopped)
+        Ok(ended)
     }
 
     /// Opens an input once: it is hashed as it is read (a pipe too), see
-    /// [`crate::ingest::open_input`].
-    fn open_input(
-        &self,
-        input: &Path,
-    ) -> Result<(crate::ingest::record::Items, crate::ingest::InputDigest), RunError> {
+    /// [`crate::ingest::open_input`]. A pipe is opened and read by a
+    /// thread of its own, waited for within the time budget (see
+    /// [`crate::run::feed`]).
+    fn open_input(&self, input: &Path) -> Result<Opened, RunError> {
+        let piped = crate::run::feed::is_piped(input);
+        let budget = &self.open.budget;
+        let near = || budget.near();
+        let wait = Wait {
+            interrupt: &self.open.cfg.interrupt,
+            give_up: &near,
+        };
+        let mut stopped = None;
         let opened = self
             .staging
             .retry()
             .io("read_input", || {
-                match crate::ingest::open_input(input, &self.open.cfg.ingest) {
+                let opened = if piped {
+                    match crate::run::feed::open_piped(input, &self.open.cfg.ingest, &wait) {
+                        Ok(opened) => opened,
+                        Err(e) => {
+                            // A signal: no retry.
+                            stopped = Some(e);
+                            return Ok(Ok(Opened::Stalled {
+                                waited: std::time::Duration::ZERO,
+                            }));
+                        }
+                    }
+                } else {
+                    crate::ingest::open_input(input, &self.open.cfg.ingest)
+                        .map(|(items, digest)| Opened::Ready(Feed::Direct(items), digest))
+                };
+                match opened {
                     // An entry inside a journal folder is named.
                     Err(IngestError::Io { path, source }) if path != *input => Err(
                         std::io::Error::new(source.kind(), format!("{}: {source}", path.display())),
@@ -184,8 +284,11 @@ impl InputReader<'_, '_> {
             .map_err(|source| RunError::Hash {
                 path: input.to_path_buf(),
                 source,
-            })??;
-        Ok(opened)
+            })?;
+        if let Some(e) = stopped {
+            return Err(e);
+        }
+        Ok(opened?)
     }
 
     /// Takes one item: a reject is staged, a record of this shard batched
@@ -254,24 +357,29 @@ impl InputReader<'_, '_> {
         batch: &mut Vec<Record>,
         read: &mut InputsRead,
     ) -> Result<bool, RunError> {
-        self.open.process_or_defer(
-            batch,
-            self.annotator,
-            self.state,
-            &read.seen,
-            &mut read.waiting,
-            &mut read.skipped_from,
-        )
+        let at = batching(self.state, self.status, read);
+        self.open.process_or_defer(batch, self.annotator, at)
     }
 
-    /// The input's last events: read, or stopped at the deadline.
-    fn input_done(&self, input: &Path, stopped: bool) -> Result<(), RunError> {
+    /// The input's last events: read, or stopped at the deadline (a
+    /// stalled pipe says so in `bug_or_blocker`).
+    fn input_done(&self, input: &Path, ended: &Ended) -> Result<(), RunError> {
         self.status.completed(&format!("read {}", input.display()));
         self.status.set(&self.open.counts, Some(input));
+        let stopped = !matches!(ended, Ended::Read { deferred: false });
+        let bug_or_blocker = match ended {
+            Ended::Stalled { waited } => Some(format!(
+                "input {} stalled: no record came for {:.1} s, and the time budget ran short; the records read are committed, the rest of the input was not read",
+                input.display(),
+                waited.as_secs_f64()
+            )),
+            _ => None,
+        };
         self.status.emit(Event {
             phase: if stopped { "deadline" } else { "input_done" },
             current_artifact: Some(input),
             counts: serde_json::to_value(&self.open.counts).unwrap_or_default(),
+            bug_or_blocker,
             next_step: if stopped {
                 "commit what is done; the next run takes the rest"
             } else {
@@ -280,6 +388,21 @@ impl InputReader<'_, '_> {
             stop_condition: "every input read, or the deadline",
             ..Default::default()
         })
+    }
+}
+
+/// What processing a batch works with.
+fn batching<'b>(
+    state: &'b mut State,
+    status: &'b Status,
+    read: &'b mut InputsRead,
+) -> Batching<'b> {
+    Batching {
+        state,
+        seen: &read.seen,
+        waiting: &mut read.waiting,
+        skipped_from: &mut read.skipped_from,
+        status,
     }
 }
 
@@ -302,6 +425,7 @@ impl InputsRead {
         &mut self,
         open: &mut OpenRun<'_>,
         state: &mut State,
+        status: &Status,
     ) -> Result<(), RunError> {
         let waiting = std::mem::take(&mut self.waiting);
         if self.stop == StopCondition::Deadline {
@@ -327,6 +451,7 @@ impl InputsRead {
                 outcome,
                 record.embedding.as_deref(),
             ));
+            status.moved(|m| m.staged += 1);
         }
         Ok(())
     }

@@ -617,5 +617,6 @@ pub fn merge(
         recovered: receipt.recovered,
         stop_condition: StopCondition::InputExhausted,
         retries_used: u32::try_from(receipt.retries_used).unwrap_or(u32::MAX),
+        unread: Vec::new(),
     })
 }

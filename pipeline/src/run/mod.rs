@@ -17,8 +17,10 @@ pub mod config;
 pub mod error;
 pub mod events;
 pub mod failed;
+mod feed;
 mod finish;
 mod inputs;
+pub mod interrupt;
 mod items;
 mod mask;
 pub mod merge;
@@ -169,7 +171,8 @@ fn run_body(
         status,
     };
     let mut read = reader.read_all()?;
-    read.settle_waiting(&mut open, state)?;
+    cfg.interrupt.check()?;
+    read.settle_waiting(&mut open, state, status)?;
     read.reject_unused(&mut open, annotator)?;
     finish::emit_annotator_counts(status, annotator)?;
     finish::emit_poison(status, &open)?;
@@ -180,6 +183,8 @@ fn run_body(
     finish::write_report_and_receipt(cfg, staging, (status, &mut run), receipt)?;
     // Nothing is committed from an annotations file that changed under the run.
     annotator.check_unchanged()?;
+    // The last point where a signal stops the run: past it, the commit.
+    cfg.interrupt.check()?;
     let run_dir = finish::commit(staging, (status, run), state, &totals)?;
     // Heartbeats went on through the commit (their file moved with the
     // directory); the stream now continues at the final path.

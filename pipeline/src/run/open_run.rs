@@ -37,6 +37,8 @@ pub(super) struct OpenRun<'a> {
     pub(super) failures: Vec<FailedRecord>,
     /// The time and failure budgets.
     pub(super) budget: Budget,
+    /// Batches sent to the annotator so far.
+    pub(super) batches: u64,
 }
 
 impl<'a> OpenRun<'a> {
@@ -66,6 +68,7 @@ impl<'a> OpenRun<'a> {
             curated_items,
             failures: Vec::new(),
             budget: Budget::new(cfg.deadline, started),
+            batches: 0,
         })
     }
 }

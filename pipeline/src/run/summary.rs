@@ -30,6 +30,9 @@ pub struct RunSummary {
     pub stop_condition: StopCondition,
     /// Transient I/O errors retried.
     pub retries_used: u32,
+    /// The inputs a time budget left unread or read in part, each with
+    /// why (e.g. a stalled pipe); empty when every input was read.
+    pub unread: Vec<String>,
 }
 
 /// The run's start, for its receipt and first event.

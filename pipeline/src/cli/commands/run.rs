@@ -8,6 +8,7 @@ use tomlite::annotate::Annotator;
 use tomlite::annotate::file::FileAnnotator;
 use tomlite::annotate::with_rules::WithRules;
 use tomlite::graph::nodes::Registry;
+use tomlite::run::interrupt::Signal;
 use tomlite::run::{RunConfig, RunError, RunSummary, StopCondition};
 
 use super::load_classifier;
@@ -75,6 +76,14 @@ pub fn run(settings: RunSettings) -> Result<(), Failure> {
         let registry = Registry::load(&path).map_err(Failure::config)?;
         config.nodes = Some((path, registry));
     }
+    // From here SIGTERM and SIGINT stop the run cleanly (exit 143, 130)
+    // instead of killing it where it stands.
+    match tomlite::run::interrupt::Interrupt::on_signals() {
+        Ok(flag) => config.interrupt = flag,
+        Err(e) => eprintln!(
+            "tomlite: warning: cannot catch SIGTERM and SIGINT ({e}); a signal kills the run without its record"
+        ),
+    }
     let mut annotator = open_annotator(&annotator, &config)?;
     config.deadline = budget.deadline();
     match tomlite::run::run(&config, annotator.as_mut()) {
@@ -136,10 +145,15 @@ fn finish(run_summary: &RunSummary, quiet: bool, escalate_poison: bool) -> Resul
         );
     }
     if run_summary.stop_condition == StopCondition::Deadline {
+        let unread = if run_summary.unread.is_empty() {
+            String::new()
+        } else {
+            format!("; not read to its end: {}", run_summary.unread.join(", "))
+        };
         return Err(Failure {
             status: ExitStatus::Partial,
             error: anyhow!(
-                "time budget reached: run {} committed {} records and left {} (and the rest of the input) for the next run",
+                "time budget reached: run {} committed {} records and left {} (and the rest of the input) for the next run{unread}",
                 run_summary.run_id,
                 run_summary.counts.processed + run_summary.counts.failed,
                 run_summary.counts.deferred
@@ -166,6 +180,15 @@ fn run_failure(error: RunError) -> Failure {
             status: ExitStatus::Locked,
             error: anyhow::Error::new(locked)
                 .context("another run is in progress; nothing was done"),
+        },
+        RunError::Interrupted { signal } => Failure {
+            status: match signal {
+                Signal::Term => ExitStatus::Terminated,
+                Signal::Int => ExitStatus::Interrupted,
+            },
+            error: anyhow::Error::new(RunError::Interrupted { signal }).context(
+                "run stopped; its events and receipt are in the staging directory's failed/",
+            ),
         },
         RunError::Staging(unfinished @ tomlite_staging::Error::Unfinished { .. }) => Failure {
             status: ExitStatus::Failed,
