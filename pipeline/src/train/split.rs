@@ -42,3 +42,39 @@ fn id_bucket(id: &str) -> u64 {
 pub fn is_calibration(id: &str) -> bool {
     (15..35).contains(&id_bucket(id))
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use tomlite_models::data::is_dev;
+
+    use super::*;
+
+    fn labeled(id: &str, text: &str, kinds: &[&str], quotes: &[&str]) -> LabeledRecord {
+        serde_json::from_value(json!({
+            "id": id, "text": text,
+            "gold": {"tom_kinds": kinds, "affect": "sad", "intensity": "high",
+                     "source_quotes": quotes}
+        }))
+        .expect("labeled record")
+    }
+
+    // The dev split holds out whole styles; records without one by id hash.
+    #[test]
+    fn held_out_split_takes_whole_styles_and_hashes_the_rest() {
+        let mut r = labeled("a-1", "x", &[], &[]);
+        for (style, held) in [
+            ("emoji_social", true),
+            ("logistics_admin", true),
+            ("bullet_session", false),
+        ] {
+            r.style = Some(style.into());
+            assert_eq!(is_held_out(&r), held, "{style}");
+        }
+        for i in 0..100 {
+            let r = labeled(&format!("id-{i}"), "x", &[], &[]);
+            assert_eq!(is_held_out(&r), is_dev(&r.id));
+            assert!(!(is_dev(&r.id) && is_calibration(&r.id)));
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! Calibration: the heads' temperatures, fitted only on scores of records
+//! the fitted model did not see (out-of-bag logits, the calibration
+//! slice), and P(tag right) for the tags.
+
+use tomlite_models::Rows;
+use tomlite_models::bagging::BAG_MEMBERS;
+use tomlite_models::heads::Head;
+use tomlite_models::metrics::{
+    TagCalibration, fit_temperature_sigmoid, fit_temperature_softmax, sigmoid_t,
+};
+
+use crate::train::config::TrainConfig;
+use crate::train::data::{TrainingData, affect_labels};
+use crate::train::embed_cache::Embedded;
+use crate::train::error::LearnError;
+use crate::train::fit::affect_mlp;
+use crate::train::split::is_calibration;
+use crate::vocab::TOM_KINDS;
+
+/// Per training example: whether its out-of-bag logits are an honest
+/// held-out score for calibration. Only a record's own text counts (the
+/// classifier scores records, not quotes), and after fine-tuning only the
+/// records the encoder did not see.
+pub(super) fn honest_rows(cfg: &TrainConfig, data: &TrainingData) -> Vec<bool> {
+    let set = &data.train_set;
+    (0..set.group.len())
+        .map(|i| {
+            let unseen =
+                !cfg.tunes_encoder() || is_calibration(&data.train_records[set.group[i]].id);
+            set.is_record(i) && unseen
+        })
+        .collect()
+}
+
+/// The honest rows ([`honest_rows`]) that have out-of-bag logits.
+pub(super) fn oob_rows(honest: &[bool], oob: &[Option<Vec<f32>>]) -> Vec<usize> {
+    (0..honest.len().min(oob.len()))
+        .filter(|&i| honest[i] && oob[i].is_some())
+        .collect()
+}
+
+/// Fits the tom_kind temperature on the bag's out-of-bag logits, then
+/// P(tag right) from the two best kinds on the same rows.
+pub(super) fn calibrate_tom(
+    tom: &mut Head,
+    oob: &[Option<Vec<f32>>],
+    honest: &[bool],
+    data: &TrainingData,
+    progress: &mut dyn FnMut(&str),
+) -> TagCalibration {
+    let kinds = &data.train_set.kinds;
+    let rows = oob_rows(honest, oob);
+    let logits: Vec<Vec<f32>> = rows.iter().filter_map(|&i| oob[i].clone()).collect();
+    let gold: Vec<Vec<bool>> = rows
+        .iter()
+        .map(|&i| {
+            (0..TOM_KINDS.len())
+                .map(|k| kinds[i].contains(&k))
+                .collect()
+        })
+        .collect();
+    tom.temperature = fit_temperature_sigmoid(&logits, &gold);
+    let tag_rows: Vec<(Vec<f64>, Vec<usize>)> = rows
+        .iter()
+        .zip(&logits)
+        .map(|(&i, z)| {
+            let p = z.iter().map(|&v| sigmoid_t(v, tom.temperature)).collect();
+            (p, kinds[i].clone())
+        })
+        .collect();
+    let tag_calibration = TagCalibration::fit(&tag_rows);
+    progress(&format!(
+        "tag calibration: primary {:?}, secondary {:?}",
+        tag_calibration
+            .primary
+            .map(|w| (w * 1000.0).round() / 1000.0),
+        tag_calibration
+            .secondary
+            .map(|w| (w * 1000.0).round() / 1000.0)
+    ));
+    tag_calibration
+}
+
+/// Fits the intensity temperature on the bag's out-of-bag logits.
+pub(super) fn calibrate_intensity(
+    intensity: &mut Head,
+    oob: &[Option<Vec<f32>>],
+    honest: &[bool],
+    data: &TrainingData,
+    progress: &mut dyn FnMut(&str),
+) {
+    let rows = oob_rows(honest, oob);
+    let logits: Vec<Vec<f32>> = rows.iter().filter_map(|&i| oob[i].clone()).collect();
+    let gold: Vec<usize> = rows.iter().map(|&i| data.train_set.intensity[i]).collect();
+    intensity.temperature = fit_temperature_softmax(&logits, &gold);
+    progress(&format!(
+        "calibration: out-of-bag logits of {} training records ({} members per bag)",
+        rows.len(),
+        BAG_MEMBERS
+    ));
+}
+
+/// Fits the affect temperature on records no affect model saw: the
+/// calibration slice ([`is_calibration`], also held out of fine-tuning) is
+/// left out of a second affect MLP, trained like the first on everything
+/// else, and the temperature is fitted on that MLP's logits of the slice's
+/// records. The dev split stays out of it (it measures, it does not
+/// tune), and so does GoEmotions dev: the temperature is for the records
+/// the job annotates, whose labels are far less noisy than GoEmotions'
+/// (the argmax, and so GoEmotions macro-F1, does not depend on it).
+pub(super) fn calibrate_affect(
+    cfg: &TrainConfig,
+    affect: &mut Head,
+    data: &TrainingData,
+    embedded: &Embedded,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(), LearnError> {
+    let set = &data.train_set;
+    let held = |i: usize| is_calibration(&data.train_records[set.group[i]].id);
+    let (kept, slice): (Vec<usize>, Vec<usize>) = (0..set.texts.len()).partition(|&i| !held(i));
+    // The slice's records themselves (not their quotes).
+    let slice: Vec<usize> = slice.into_iter().filter(|&i| set.is_record(i)).collect();
+    if slice.is_empty() || kept.is_empty() {
+        return Ok(());
+    }
+    let dim = embedded.tom_train.dim();
+    let rows_of = |idx: &[usize]| -> Result<Rows, LearnError> {
+        let mut v = Vec::with_capacity(idx.len() * dim);
+        for &i in idx {
+            v.extend_from_slice(embedded.tom_train.row(i));
+        }
+        Ok(Rows::new(v, dim)?)
+    };
+    let mut labels = affect_labels(&data.goemotions.train);
+    labels.extend(kept.iter().map(|&i| set.affect[i]));
+    let without_slice = affect_mlp(
+        cfg,
+        &Rows::concat(&[&embedded.goemotions_train, &rows_of(&kept)?])?,
+        &labels,
+        &mut |_, _| {},
+    )?;
+    let gold: Vec<usize> = slice.iter().map(|&i| set.affect[i]).collect();
+    affect.temperature =
+        fit_temperature_softmax(&without_slice.logits_rows(&rows_of(&slice)?)?, &gold);
+    progress(&format!(
+        "calibration: affect temperature on {} calibration-slice records left out of a second affect model",
+        slice.len()
+    ));
+    Ok(())
+}

@@ -1,0 +1,143 @@
+//! The embeddings the heads are fitted on, computed in chunks with a
+//! progress line, and cached between runs under the encoder's and the
+//! texts' hash.
+
+use std::path::Path;
+
+use tomlite_models::cues::with_cues;
+use tomlite_models::{Encoder, Rows};
+
+use crate::train::data::{TrainingData, comment_texts, refs};
+use crate::train::error::LearnError;
+
+/// The embeddings the heads are trained, calibrated and measured on.
+pub(super) struct Embedded {
+    /// ToM-lite training examples (records and quotes).
+    pub(super) tom_train: Rows,
+    /// ToM-lite dev records.
+    pub(super) tom_dev: Rows,
+    /// The affect head's GoEmotions training comments.
+    pub(super) goemotions_train: Rows,
+    /// GoEmotions dev comments.
+    pub(super) goemotions_dev: Rows,
+}
+
+/// The ToM-lite rows with each text's wording cues appended
+/// ([`tomlite_models::cues`]): what the intensity head reads.
+pub(super) struct Cued {
+    pub(super) tom_train: Rows,
+    pub(super) tom_dev: Rows,
+}
+
+impl Embedded {
+    pub(super) fn with_cues(&self, data: &TrainingData) -> Result<Cued, LearnError> {
+        Ok(Cued {
+            tom_train: with_cues(&self.tom_train, &refs(&data.train_set.texts))?,
+            tom_dev: with_cues(&self.tom_dev, &refs(&data.dev_set.texts))?,
+        })
+    }
+}
+
+pub(super) fn embed_sets(
+    encoder: &Encoder,
+    data: &TrainingData,
+    cache: Option<&Path>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Embedded, LearnError> {
+    let train_texts = refs(&data.train_set.texts);
+    let dev_texts = refs(&data.dev_set.texts);
+    Ok(Embedded {
+        tom_train: embed(encoder, &train_texts, "ToM-lite train", cache, progress)?,
+        tom_dev: embed(encoder, &dev_texts, "ToM-lite dev", cache, progress)?,
+        goemotions_train: embed(
+            encoder,
+            &comment_texts(&data.goemotions.train),
+            "GoEmotions train",
+            cache,
+            progress,
+        )?,
+        goemotions_dev: embed(
+            encoder,
+            &comment_texts(&data.goemotions.dev),
+            "GoEmotions dev",
+            cache,
+            progress,
+        )?,
+    })
+}
+
+/// Embeds texts with a progress line on stderr. With a cache directory,
+/// the embeddings of the same texts under the same encoder are read back
+/// instead of recomputed (`<cache>/<sha256>.safetensors`).
+pub(super) fn embed(
+    encoder: &Encoder,
+    texts: &[&str],
+    what: &str,
+    cache: Option<&Path>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Rows, LearnError> {
+    let file = cache.map(|c| c.join(format!("{}.safetensors", embedding_key(encoder, texts))));
+    if let Some(f) = &file
+        && let Ok(cached) = Rows::read_safetensors(f, "embeddings")
+        && (cached.len(), cached.dim()) == (texts.len(), encoder.dim())
+    {
+        progress(&format!(
+            "embedding {what}: {} texts read from the cache {}",
+            texts.len(),
+            f.display()
+        ));
+        return Ok(cached);
+    }
+    let embeddings = embed_in_chunks(encoder, texts, what, progress)?;
+    if let (Some(f), Some(c)) = (&file, cache) {
+        // The cache is an optimisation: failing to write it is not an error.
+        if std::fs::create_dir_all(c).is_ok() {
+            let _ = embeddings.write_safetensors(f, "embeddings");
+        }
+    }
+    Ok(embeddings)
+}
+
+/// The cache key of `texts`' embeddings: sha256 of the encoder (and its
+/// adapters) and of the texts.
+pub(super) fn embedding_key(encoder: &Encoder, texts: &[&str]) -> String {
+    use sha2::{Digest as _, Sha256};
+    let mut h = Sha256::new();
+    h.update(encoder.sha256().as_bytes());
+    // A fine-tuned encoder embeds differently: its own cache entries.
+    if let Some(a) = encoder.adapters_sha256() {
+        h.update(b"lora");
+        h.update(a.as_bytes());
+    }
+    for t in texts {
+        h.update((t.len() as u64).to_le_bytes());
+        h.update(t.as_bytes());
+    }
+    hex::encode(h.finalize())
+}
+
+/// Encodes `texts` 512 at a time, with a progress line after each chunk.
+pub(super) fn embed_in_chunks(
+    encoder: &Encoder,
+    texts: &[&str],
+    what: &str,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Rows, LearnError> {
+    let mut rows: Vec<f32> = Vec::with_capacity(texts.len() * encoder.dim());
+    let chunk = 512;
+    let started = std::time::Instant::now();
+    for (i, part) in texts.chunks(chunk).enumerate() {
+        let e = encoder.encode(part)?;
+        for v in e.embeddings {
+            rows.extend(v);
+        }
+        let done = (i * chunk + part.len()).min(texts.len());
+        let rate = done as f64 / started.elapsed().as_secs_f64().max(1e-9);
+        progress(&format!(
+            "embedding {what}: {done}/{} texts ({rate:.0}/s, ETA {:.0}s)",
+            texts.len(),
+            (texts.len() - done) as f64 / rate.max(1e-9)
+        ));
+    }
+    Ok(Rows::new(rows, encoder.dim())?)
+}
