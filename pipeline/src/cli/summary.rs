@@ -10,8 +10,6 @@ use tomlite::run::{RunSummary, StopCondition};
 use tomlite::stage::verify::Verification;
 use tomlite_contract::{Finding, Severity};
 
-use super::commands::annotate::AnnotateCounts;
-
 /// The summary of a committed run (`run`, `merge`).
 pub fn print_run_summary(summary: &RunSummary) {
     print_records(summary);
@@ -289,6 +287,16 @@ pub fn print_lint(files: usize, findings: &[Finding], errors: usize, warnings: u
         );
     }
     println!("tomlite contract lint: {files} files, {errors} errors, {warnings} warnings");
+}
+
+/// What `tomlite annotate` counts as it goes: records annotated and input
+/// lines rejected (its throughput line prints them).
+#[derive(Default)]
+pub struct AnnotateCounts {
+    /// Records annotated.
+    pub records: u64,
+    /// Input lines rejected.
+    pub rejected: u64,
 }
 
 /// `tomlite annotate`'s throughput line, on stderr.

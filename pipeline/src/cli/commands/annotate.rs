@@ -13,17 +13,8 @@ use tomlite::ingest::record::{Item, Record};
 
 use super::load_classifier;
 use crate::cli::settings::AnnotateSettings;
-use crate::cli::summary;
+use crate::cli::summary::{self, AnnotateCounts};
 use crate::{ExitStatus, Failure};
-
-/// Records annotated and rejected.
-#[derive(Default)]
-pub struct AnnotateCounts {
-    /// Records annotated.
-    pub records: u64,
-    /// Input lines rejected.
-    pub rejected: u64,
-}
 
 /// An error of the annotation itself: exit 1.
 fn failed(error: anyhow::Error) -> Failure {
