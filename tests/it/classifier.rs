@@ -404,7 +404,7 @@ fn the_classifier_detects_sensitive_content_without_a_flag() {
     let sensitive = |i: usize| &anns[i]["sensitive"];
     let card = sensitive(0);
     assert_eq!(card["category"], "credentials_pii", "{card}");
-    assert_eq!(card["detector"], "rules:card_number");
+    assert_eq!(card["detector"], "rules:identifier.card_number");
     assert_eq!(card["confidence"], 1.0);
     assert_eq!(card["quote"], "Card is 4111 1111 1111 1111, expiry 09/27.");
     assert_eq!(
@@ -499,7 +499,8 @@ fn annotate_with_the_rules_alone(env: &Env, rows: &[Value]) -> Vec<Value> {
 /// The self-harm rules stand on their own: with the policy's thresholds at
 /// 1 the model cannot detect anything (its P(sensitive) is a mean of two
 /// probabilities under 1), yet a stated wish to die is a safety record
-/// from `rules:self_harm`, quoted by its sentence, and the run counts it
+/// from a safety rule (`rules:safety.others_better_off`), quoted by its
+/// sentence, and the run counts it
 /// as one; a figure of speech is left alone.
 #[test]
 fn a_stated_wish_to_die_is_a_safety_record_from_the_rules_alone() {
@@ -519,7 +520,7 @@ fn a_stated_wish_to_die_is_a_safety_record_from_the_rules_alone() {
     let anns = annotate_with_the_rules_alone(&env, &rows);
     let safety = &anns[0]["sensitive"];
     assert_eq!(safety["category"], "mental_health_self_harm", "{safety}");
-    assert_eq!(safety["detector"], "rules:self_harm");
+    assert_eq!(safety["detector"], "rules:safety.others_better_off");
     assert_eq!(safety["confidence"], 1.0);
     assert_eq!(
         safety["quote"],
@@ -566,9 +567,10 @@ fn a_stated_wish_to_die_is_a_safety_record_from_the_rules_alone() {
 /// The rules' eating-disorder, weighing and pickup-code forms through
 /// `tomlite annotate`, with the model kept out (thresholds at 1): a named
 /// eating disorder and weighing oneself again and again are safety
-/// records from `rules:self_harm`, a daycare pickup code with its value is
-/// `credentials_pii` from `rules:pin`, a login written on a note on the
-/// fridge is `credentials_pii` from `rules:written_credential`, being
+/// records from their safety rules, a daycare pickup code with its value is
+/// `credentials_pii` from `rules:credential.pin`, a login written on a note
+/// on the fridge is `credentials_pii` from
+/// `rules:credential.written_then_place`, being
 /// sectioned and a wish to sleep and not wake up are safety records, each
 /// quoted by its sentence at its byte offsets; waking the baby, a
 /// documentary, the grass, the guest Wi-Fi's password on the fridge,
@@ -584,7 +586,7 @@ fn eating_disorders_weighing_recovery_counts_pickup_codes_and_written_logins_are
             "Dinner with Kit on Friday. She told me she's in recovery from anorexia and buffets are hard.",
             Some((
                 "mental_health_self_harm",
-                "rules:self_harm",
+                "rules:safety.eating_disorder_named",
                 "She told me she's in recovery from anorexia and buffets are hard.",
             )),
         ),
@@ -593,14 +595,18 @@ fn eating_disorders_weighing_recovery_counts_pickup_codes_and_written_logins_are
             "Slept badly. Weighed myself on the bathroom scale 6 times today. Rota is up.",
             Some((
                 "mental_health_self_harm",
-                "rules:self_harm",
+                "rules:safety.weighing_again_and_again",
                 "Weighed myself on the bathroom scale 6 times today.",
             )),
         ),
         (
             "r3",
             "Nursery run on Monday. Daycare pickup code: 2291. Bring the wellies.",
-            Some(("credentials_pii", "rules:pin", "Daycare pickup code: 2291.")),
+            Some((
+                "credentials_pii",
+                "rules:credential.pin",
+                "Daycare pickup code: 2291.",
+            )),
         ),
         (
             "r4",
@@ -617,7 +623,7 @@ fn eating_disorders_weighing_recovery_counts_pickup_codes_and_written_logins_are
             "Long walk with the dog. Didn't cut tonight. Proud-ish.",
             Some((
                 "mental_health_self_harm",
-                "rules:self_harm",
+                "rules:safety.days_without_cutting",
                 "Didn't cut tonight.",
             )),
         ),
@@ -627,7 +633,7 @@ fn eating_disorders_weighing_recovery_counts_pickup_codes_and_written_logins_are
             "Bills day. The routing number and login are on the fridge note. Rent goes out Friday.",
             Some((
                 "credentials_pii",
-                "rules:written_credential",
+                "rules:credential.written_then_place",
                 "The routing number and login are on the fridge note.",
             )),
         ),
@@ -641,7 +647,7 @@ fn eating_disorders_weighing_recovery_counts_pickup_codes_and_written_logins_are
             "Sorry I missed the inspection. I was sectioned under the Mental Health Act for three weeks. Back home now.",
             Some((
                 "mental_health_self_harm",
-                "rules:self_harm",
+                "rules:safety.someone_sectioned",
                 "I was sectioned under the Mental Health Act for three weeks.",
             )),
         ),
@@ -650,7 +656,7 @@ fn eating_disorders_weighing_recovery_counts_pickup_codes_and_written_logins_are
             "Mum up at 5 again. Some nights I'd quite like to go to sleep and just not bother waking up. Bins out.",
             Some((
                 "mental_health_self_harm",
-                "rules:self_harm",
+                "rules:safety.sleep_and_not_wake",
                 "Some nights I'd quite like to go to sleep and just not bother waking up.",
             )),
         ),

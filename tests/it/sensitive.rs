@@ -622,14 +622,14 @@ fn annotations_made_elsewhere_still_get_the_sensitive_rules() {
             );
         }
         let detectors = env.receipt()["annotator"]["sensitive_detectors"].clone();
-        assert_eq!(detectors, json!(["rules:sensitive-rules-12"]), "{flag}");
+        assert_eq!(detectors, json!(["rules:sensitive-rules-13"]), "{flag}");
     }
 }
 
 /// Credentials the keyword rules missed: security answers, a
 /// `user / password` pair, a passphrase, a connection string and a
 /// password keyword in Spanish, German and French. Each record is
-/// quarantined as sensitive with the rule's kind as its detector; the
+/// quarantined as sensitive with the rule's id as its detector; the
 /// look-alikes without a value are promoted as before.
 #[test]
 fn named_credential_rules_catch_answers_pairs_passphrases_and_foreign_keywords() {
@@ -637,37 +637,37 @@ fn named_credential_rules_catch_answers_pairs_passphrases_and_foreign_keywords()
         (
             "c-answers",
             "Bank reset: mother's maiden name Ferreira, first pet Chispa.",
-            "rules:security_answer",
+            "rules:credential.security_answer",
         ),
         (
             "c-pair",
             "For the NAS, the admin login is root / Summer2024! until Friday.",
-            "rules:password",
+            "rules:credential.user_slash_password",
         ),
         (
             "c-phrase",
             "Wallet passphrase is correct horse battery staple, keep it safe.",
-            "rules:password",
+            "rules:credential.passphrase_words",
         ),
         (
             "c-conn",
             "Staging DB: postgres://app:S3cr3tPw@db.internal:5432/main",
-            "rules:password",
+            "rules:credential.connection_string",
         ),
         (
             "c-es",
             "La contraseña es Girasol#77 para el wifi de casa.",
-            "rules:password",
+            "rules:credential.foreign_password_keyword",
         ),
         (
             "c-de",
             "Das Passwort ist Tannenbaum42, nicht vergessen.",
-            "rules:password",
+            "rules:credential.foreign_password_keyword",
         ),
         (
             "c-fr",
             "Le mot de passe est soleil2019 pour la banque.",
-            "rules:password",
+            "rules:credential.foreign_password_keyword",
         ),
     ];
     let harmless = [
@@ -724,6 +724,20 @@ fn named_credential_rules_catch_answers_pairs_passphrases_and_foreign_keywords()
                 .iter()
                 .all(|r| reasons(r).contains(&"sensitive_boundary_or_safety_record".to_string())),
             "{id}"
+        );
+    }
+    // The curator sees which rule fired: in the queue's detail and the report.
+    let report = std::fs::read_to_string(env.latest().join("report.md")).unwrap();
+    for (id, _, detector) in secrets {
+        assert!(
+            by(&quarantine, "record_id", id)
+                .iter()
+                .all(|r| r["detail"].as_str().unwrap_or("").contains(detector)),
+            "{id}: {detector}"
+        );
+        assert!(
+            report.contains(detector),
+            "{id}: {detector} not in report.md"
         );
     }
     let promoted = env.table("promoted_tags");

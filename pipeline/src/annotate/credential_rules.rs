@@ -171,11 +171,64 @@ pub struct Finding {
     pub end: usize,
 }
 
-/// One rule: its id, the finding's kind, and its pattern.
+/// What a rule's value must also be to count (the match alone says where
+/// a value would be, not that it is one).
+type Check = fn(value: &str, caps: &Captures<'_>) -> bool;
+
+/// One rule as written: its id, the finding's kind, its pattern and its
+/// check.
+struct Spec {
+    id: &'static str,
+    kind: &'static str,
+    pattern: &'static str,
+    check: Check,
+}
+
+/// The rules, in the order they run ([`RULE_IDS`]).
+const SPECS: [Spec; 5] = [
+    Spec {
+        id: RULE_IDS[0],
+        kind: "password",
+        pattern: FOREIGN_PASSWORD,
+        check: chosen_value,
+    },
+    Spec {
+        id: RULE_IDS[1],
+        kind: "password",
+        pattern: USER_SLASH_PASSWORD,
+        check: chosen_value,
+    },
+    Spec {
+        id: RULE_IDS[2],
+        kind: "password",
+        pattern: PASSPHRASE,
+        check: passphrase,
+    },
+    Spec {
+        id: RULE_IDS[3],
+        kind: "password",
+        pattern: CONNECTION_STRING,
+        check: connection_password,
+    },
+    Spec {
+        id: RULE_IDS[4],
+        kind: "security_answer",
+        pattern: SECURITY_ANSWER,
+        check: security_answer,
+    },
+];
+
+/// Every rule's (id, kind).
+pub fn named() -> impl Iterator<Item = (&'static str, &'static str)> {
+    SPECS.iter().map(|s| (s.id, s.kind))
+}
+
+/// One compiled rule.
 struct Rule {
     id: &'static str,
     kind: &'static str,
     pattern: Regex,
+    check: Check,
 }
 
 /// The compiled rules.
@@ -220,19 +273,16 @@ fn chosen(value: &str) -> bool {
 impl CredentialRules {
     /// Compiles the rules.
     pub fn new() -> Self {
-        let rule = |id, kind, pattern| Rule {
-            id,
-            kind,
-            pattern: re(pattern),
-        };
         Self {
-            rules: vec![
-                rule(RULE_IDS[0], "password", FOREIGN_PASSWORD),
-                rule(RULE_IDS[1], "password", USER_SLASH_PASSWORD),
-                rule(RULE_IDS[2], "password", PASSPHRASE),
-                rule(RULE_IDS[3], "password", CONNECTION_STRING),
-                rule(RULE_IDS[4], "security_answer", SECURITY_ANSWER),
-            ],
+            rules: SPECS
+                .iter()
+                .map(|s| Rule {
+                    id: s.id,
+                    kind: s.kind,
+                    pattern: re(s.pattern),
+                    check: s.check,
+                })
+                .collect(),
         }
     }
 
@@ -242,7 +292,7 @@ impl CredentialRules {
         let mut out = Vec::new();
         for rule in &self.rules {
             for caps in rule.pattern.captures_iter(text) {
-                if let Some((start, end)) = value_of(rule.id, text, &caps) {
+                if let Some((start, end)) = value_of(rule.check, text, &caps) {
                     out.push(Finding {
                         rule: rule.id,
                         kind: rule.kind,
@@ -258,40 +308,47 @@ impl CredentialRules {
 
 /// The span of the secret a rule's match states, if it passes the rule's
 /// check.
-fn value_of(id: &str, text: &str, caps: &Captures<'_>) -> Option<(usize, usize)> {
+fn value_of(check: Check, text: &str, caps: &Captures<'_>) -> Option<(usize, usize)> {
     let group = caps
         .name("val")
         .or_else(|| caps.name("url"))
         .or_else(|| caps.name("field"))?;
     let (start, end) = trimmed(text, group.start(), group.end());
-    let value = &text[start..end];
-    let ok = match id {
-        "credential.foreign_password_keyword" | "credential.user_slash_password" => chosen(value),
-        "credential.passphrase_words" => {
-            let words: Vec<&str> = value
-                .split([' ', '\t', '-'])
-                .filter(|w| !w.is_empty())
-                .collect();
-            words.len() >= 3
-                && words
-                    .iter()
-                    .all(|w| !NOT_AN_ANSWER.contains(&w.to_lowercase().as_str()))
-        }
-        "credential.connection_string" => value.chars().count() >= 4,
-        "credential.security_answer" => {
-            // Without ":" or "=", only a name is an answer ("first pet
-            // Chispa", not "first pet died").
-            let explicit = caps
-                .name("conn")
-                .is_some_and(|c| c.as_str().contains([':', '=']));
-            let lower = value.to_lowercase();
-            value.chars().count() >= 2
-                && !NOT_AN_ANSWER.contains(&lower.as_str())
-                && (explicit || value.chars().next().is_some_and(char::is_uppercase))
-        }
-        _ => false,
-    };
-    ok.then_some((start, end))
+    check(&text[start..end], caps).then_some((start, end))
+}
+
+/// A chosen password ([`chosen`]).
+fn chosen_value(value: &str, _: &Captures<'_>) -> bool {
+    chosen(value)
+}
+
+/// Three or more words, none of them a function word.
+fn passphrase(value: &str, _: &Captures<'_>) -> bool {
+    let words: Vec<&str> = value
+        .split([' ', '\t', '-'])
+        .filter(|w| !w.is_empty())
+        .collect();
+    words.len() >= 3
+        && words
+            .iter()
+            .all(|w| !NOT_AN_ANSWER.contains(&w.to_lowercase().as_str()))
+}
+
+/// Four characters or more.
+fn connection_password(value: &str, _: &Captures<'_>) -> bool {
+    value.chars().count() >= 4
+}
+
+/// An answer: without ":" or "=", only a name ("first pet Chispa", not
+/// "first pet died").
+fn security_answer(value: &str, caps: &Captures<'_>) -> bool {
+    let explicit = caps
+        .name("conn")
+        .is_some_and(|c| c.as_str().contains([':', '=']));
+    let lower = value.to_lowercase();
+    value.chars().count() >= 2
+        && !NOT_AN_ANSWER.contains(&lower.as_str())
+        && (explicit || value.chars().next().is_some_and(char::is_uppercase))
 }
 
 #[cfg(test)]

@@ -107,7 +107,7 @@ pub struct Sensitive {
     pub confidence: Option<f64>,
     /// The sentence that triggered it, with its byte offsets.
     pub quote: Quote,
-    /// What found it: `model`, or `rules:<kind>` (`rules:card_number`, ...).
+    /// What found it: `model`, or `rules:<rule id>` (`rules:identifier.card_number`, ...).
     pub detector: Option<String>,
     /// Type problems found while reading it.
     pub problems: Vec<String>,

@@ -28,9 +28,13 @@
 
 use regex::Regex;
 
-/// A statement the rules found: its byte span in the text.
+/// A statement the rules found: the rule that fired and its byte span in
+/// the text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SafetyFinding {
+    /// The id of the statement that fired (`safety.wish_to_die`, ...; see
+    /// [`rule_ids`]).
+    pub rule: &'static str,
     /// Start byte offset of the matched words.
     pub start: usize,
     /// End byte offset (exclusive).
@@ -52,45 +56,106 @@ macro_rules! someone_close {
 }
 
 /// Statements of wanting to die, of ending one's life, of deliberate
-/// self-harm, of others being better off, of having no reason to live.
-/// Case-insensitive; `’` and `'` both count as apostrophes.
-const STATEMENTS: &[&str] = &[
+/// self-harm, of others being better off, of having no reason to live:
+/// each a named rule (`safety.<name>`, stable: findings carry it) and its
+/// pattern. Case-insensitive; `’` and `'` both count as apostrophes.
+const STATEMENTS: &[(&str, &str)] = &[
     // Suicide and self-harm named.
-    r"\bsuicid(?:e|al|ality)\b",
-    r"\bself[- ]?harm(?:ing|ed)?\b",
-    r"\bself[- ]?injur(?:y|e|ing|ed)\b",
-    r"\boverdos(?:e|ed|es|ing)\b",
+    ("safety.suicide_named", r"\bsuicid(?:e|al|ality)\b"),
+    ("safety.self_harm_named", r"\bself[- ]?harm(?:ing|ed)?\b"),
+    (
+        "safety.self_injury_named",
+        r"\bself[- ]?injur(?:y|e|ing|ed)\b",
+    ),
+    ("safety.overdose_named", r"\boverdos(?:e|ed|es|ing)\b"),
     // An eating disorder named: "in recovery from anorexia", "the
     // bulimia", "her eating disorder counsellor".
-    r"\b(?:anorexi[ac]|bulimi[ac]|(?:binge[- ])?eating\s+disorders?)\b",
-    r"\b(?:kill|killing|killed|harm|harming|harmed)\s+(?:myself|herself|himself|themselves|themself|yourself)\b",
-    r"\b(?:cutting|burning|starving)\s+(?:myself|herself|himself|themselves)\b",
-    r"\b(?:cut|cutting|hurt|hurting|burn|burning)\s+(?:myself|herself|himself|themselves)\s+(?:again|on purpose|deliberately)\b",
-    r"\b(?:urge|urges|itch|need)\s+to\s+(?:cut|hurt|harm|burn)\b",
-    r"\b(?:relapsed?|relapsing)\b[^.!?\n]{0,40}\b(?:cutting|self[- ]?harm)",
+    (
+        "safety.eating_disorder_named",
+        r"\b(?:anorexi[ac]|bulimi[ac]|(?:binge[- ])?eating\s+disorders?)\b",
+    ),
+    (
+        "safety.kill_or_harm_oneself",
+        r"\b(?:kill|killing|killed|harm|harming|harmed)\s+(?:myself|herself|himself|themselves|themself|yourself)\b",
+    ),
+    (
+        "safety.cutting_oneself",
+        r"\b(?:cutting|burning|starving)\s+(?:myself|herself|himself|themselves)\b",
+    ),
+    (
+        "safety.hurting_oneself_on_purpose",
+        r"\b(?:cut|cutting|hurt|hurting|burn|burning)\s+(?:myself|herself|himself|themselves)\s+(?:again|on purpose|deliberately)\b",
+    ),
+    (
+        "safety.urge_to_harm",
+        r"\b(?:urge|urges|itch|need)\s+to\s+(?:cut|hurt|harm|burn)\b",
+    ),
+    (
+        "safety.relapse_into_self_harm",
+        r"\b(?:relapsed?|relapsing)\b[^.!?\n]{0,40}\b(?:cutting|self[- ]?harm)",
+    ),
     // Ending one's life.
-    r"\b(?:end|ending|ended|take|taking|took)\s+(?:my|her|his|their|your)\s+(?:own\s+)?life\b",
-    r"\bend(?:ing)?\s+it\s+all\b",
-    r"\b(?:want|wanted|wanting|wanna|wish|wished|wishing)\s+(?:to\s+)?(?:just\s+)?(?:die|be\s+dead)\b",
-    r"\bwish(?:ed)?\s+(?:that\s+)?(?:i|she|he|they)\s+(?:was|were|had\s+been)\s+(?:dead|never\s+born)\b",
-    r"\b(?:wish|wished|wishing|hope|hoped|hoping)\s+(?:that\s+)?(?:i|she|he|they)\s+(?:just\s+)?(?:would|wouldn[’']?t|won[’']?t|didn[’']?t|don[’']?t|could|never)\s+(?:just\s+)?(?:not\s+)?(?:wake\s+up|disappear)\b",
-    r"\b(?:don[’']?t|do\s+not|didn[’']?t|doesn[’']?t)\s+want\s+to\s+(?:be\s+(?:here|alive|around)|exist|live|wake\s+up)\s*(?:anymore|any\s+more|at\s+all)?\b",
-    r"\b(?:no|not\s+any|isn[’']?t\s+(?:a|any))\s+(?:reason|point)\s+(?:to|in)\s+(?:live|living|go\s+on|going\s+on|being\s+alive|staying\s+alive|wak(?:e|ing)\s+up)\b",
-    r"\bcan[’']?t\s+(?:go\s+on|keep\s+going)\s+(?:like\s+this\s+)?(?:anymore|any\s+more)\b",
-    r"\bbetter\s+off\s+(?:without\s+(?:me|her|him|them)|dead|if\s+(?:i|she|he|they)\s+(?:was|were|wasn[’']?t|weren[’']?t)\s+(?:gone|here|around|dead|alive))\b",
-    r"\b(?:not|never)\s+wak(?:e|ing)\s+up\s+(?:again|tomorrow|in\s+the\s+morning)\b",
-    r"\b(?:plan|plans|planned|planning|thought|thoughts|thinking)\s+(?:about|of)\s+(?:killing|ending|hurting)\s+(?:myself|herself|himself|themselves|my\s+life|her\s+life|his\s+life|their\s+life|it\s+all)\b",
+    (
+        "safety.ending_ones_life",
+        r"\b(?:end|ending|ended|take|taking|took)\s+(?:my|her|his|their|your)\s+(?:own\s+)?life\b",
+    ),
+    ("safety.ending_it_all", r"\bend(?:ing)?\s+it\s+all\b"),
+    (
+        "safety.wish_to_die",
+        r"\b(?:want|wanted|wanting|wanna|wish|wished|wishing)\s+(?:to\s+)?(?:just\s+)?(?:die|be\s+dead)\b",
+    ),
+    (
+        "safety.wish_to_be_dead",
+        r"\bwish(?:ed)?\s+(?:that\s+)?(?:i|she|he|they)\s+(?:was|were|had\s+been)\s+(?:dead|never\s+born)\b",
+    ),
+    (
+        "safety.wish_not_to_wake",
+        r"\b(?:wish|wished|wishing|hope|hoped|hoping)\s+(?:that\s+)?(?:i|she|he|they)\s+(?:just\s+)?(?:would|wouldn[’']?t|won[’']?t|didn[’']?t|don[’']?t|could|never)\s+(?:just\s+)?(?:not\s+)?(?:wake\s+up|disappear)\b",
+    ),
+    (
+        "safety.not_wanting_to_live",
+        r"\b(?:don[’']?t|do\s+not|didn[’']?t|doesn[’']?t)\s+want\s+to\s+(?:be\s+(?:here|alive|around)|exist|live|wake\s+up)\s*(?:anymore|any\s+more|at\s+all)?\b",
+    ),
+    (
+        "safety.no_reason_to_live",
+        r"\b(?:no|not\s+any|isn[’']?t\s+(?:a|any))\s+(?:reason|point)\s+(?:to|in)\s+(?:live|living|go\s+on|going\s+on|being\s+alive|staying\s+alive|wak(?:e|ing)\s+up)\b",
+    ),
+    (
+        "safety.cannot_go_on",
+        r"\bcan[’']?t\s+(?:go\s+on|keep\s+going)\s+(?:like\s+this\s+)?(?:anymore|any\s+more)\b",
+    ),
+    (
+        "safety.better_off_dead",
+        r"\bbetter\s+off\s+(?:without\s+(?:me|her|him|them)|dead|if\s+(?:i|she|he|they)\s+(?:was|were|wasn[’']?t|weren[’']?t)\s+(?:gone|here|around|dead|alive))\b",
+    ),
+    (
+        "safety.never_waking_again",
+        r"\b(?:not|never)\s+wak(?:e|ing)\s+up\s+(?:again|tomorrow|in\s+the\s+morning)\b",
+    ),
+    (
+        "safety.plans_to_end_it",
+        r"\b(?:plan|plans|planned|planning|thought|thoughts|thinking)\s+(?:about|of)\s+(?:killing|ending|hurting)\s+(?:myself|herself|himself|themselves|my\s+life|her\s+life|his\s+life|their\s+life|it\s+all)\b",
+    ),
     // Self-harm again: "cut again last night", "I've been cutting again".
-    r"(?:^|[\n.!?]\s*|[-•*]\s*|\b(?:i|i[’']ve|i\s+have|she|he|they)\s+(?:been\s+|started\s+)?)cut(?:ting)?\s+again\b",
+    (
+        "safety.cutting_again",
+        r"(?:^|[\n.!?]\s*|[-•*]\s*|\b(?:i|i[’']ve|i\s+have|she|he|they)\s+(?:been\s+|started\s+)?)cut(?:ting)?\s+again\b",
+    ),
     // Someone else's: "she's been cutting again", "my brother has started
     // cutting again" ("cutting" alone: "the budget has been cut again" is
     // not about a person).
-    concat!(
-        r"(?:\b(?:she|he|they)|\b(?-i:[A-Z][a-z]+)|\b",
-        someone_close!("student"),
-        r")(?:[’']s|[’']ve|\s+has|\s+have|\s+had)\s+(?:been|started)\s+cutting\s+again\b",
+    (
+        "safety.someone_cutting_again",
+        concat!(
+            r"(?:\b(?:she|he|they)|\b(?-i:[A-Z][a-z]+)|\b",
+            someone_close!("student"),
+            r")(?:[’']s|[’']ve|\s+has|\s+have|\s+had)\s+(?:been|started)\s+cutting\s+again\b",
+        ),
     ),
-    r"\b(?:she|he|they)(?:[’']s|[’']re|\s+is|\s+was|\s+are|\s+were)\s+cutting\s+again\b",
+    (
+        "safety.someone_is_cutting_again",
+        r"\b(?:she|he|they)(?:[’']s|[’']re|\s+is|\s+was|\s+are|\s+were)\s+cutting\s+again\b",
+    ),
     // Keeping count of days without self-harm, as a recovery log does:
     // "Didn't cut tonight.", "I haven't cut myself in 12 days", "3 weeks
     // clean from cutting", "day 9 cutting-free". The writer's own count:
@@ -98,21 +163,42 @@ const STATEMENTS: &[&str] = &[
     // 12 months" is not), "cut" with nothing after it but the time
     // ("didn't cut the grass today" has an object), and the time a whole
     // word ("didn't cut today's session short").
-    r"(?:^|[\n.!?]\s*|[-•*]\s*|\bi\s+|\bi[’']ve\s+)(?:didn[’']?t|did\s+not|managed\s+not\s+to|haven[’']?t|have\s+not|not)\s+cut\s+(?:myself\s+)?(?:tonight|today|yesterday|last\s+night|this\s+(?:week|month)|since\s+\w+|in\s+a\s+while|(?:in|for)\s+(?:over\s+)?(?:\d+|a|an|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a\s+few|several)\s+(?:days?|nights?|weeks?|months?|years?))(?:[\s.,;:!?)]|$)",
-    r"\b(?:days?|weeks?|months?|years?)\s+(?:(?:clean|free)\s+(?:from|of)|without)\s+cutting\b|\bcutting-free\b",
+    (
+        "safety.days_without_cutting",
+        r"(?:^|[\n.!?]\s*|[-•*]\s*|\bi\s+|\bi[’']ve\s+)(?:didn[’']?t|did\s+not|managed\s+not\s+to|haven[’']?t|have\s+not|not)\s+cut\s+(?:myself\s+)?(?:tonight|today|yesterday|last\s+night|this\s+(?:week|month)|since\s+\w+|in\s+a\s+while|(?:in|for)\s+(?:over\s+)?(?:\d+|a|an|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a\s+few|several)\s+(?:days?|nights?|weeks?|months?|years?))(?:[\s.,;:!?)]|$)",
+    ),
+    (
+        "safety.clean_from_cutting",
+        r"\b(?:days?|weeks?|months?|years?)\s+(?:(?:clean|free)\s+(?:from|of)|without)\s+cutting\b|\bcutting-free\b",
+    ),
     // Others better off, nobody noticing: "everyone would be better off",
     // "nobody would notice if I just stopped showing up".
-    r"\b(?:everyone|everybody|you\s+all|y(?:ou|a)[’']d\s+all|they[’']d\s+all|the\s+world|my\s+(?:family|kids|parents))\s+(?:would|will|[’']d)?\s*be\s+better\s+off\b",
-    r"\b(?:better\s+off|nobody|no\s+one|no-one)\b[^.!?\n]{0,40}\bif\s+i\s+(?:just\s+)?(?:logged\s+off|disappeared|went\s+away|wasn[’']?t\s+(?:around|here)|weren[’']?t\s+(?:around|here)|stopped\s+(?:existing|showing\s+up|being\s+here))",
+    (
+        "safety.others_better_off",
+        r"\b(?:everyone|everybody|you\s+all|y(?:ou|a)[’']d\s+all|they[’']d\s+all|the\s+world|my\s+(?:family|kids|parents))\s+(?:would|will|[’']d)?\s*be\s+better\s+off\b",
+    ),
+    (
+        "safety.nobody_would_notice",
+        r"\b(?:better\s+off|nobody|no\s+one|no-one)\b[^.!?\n]{0,40}\bif\s+i\s+(?:just\s+)?(?:logged\s+off|disappeared|went\s+away|wasn[’']?t\s+(?:around|here)|weren[’']?t\s+(?:around|here)|stopped\s+(?:existing|showing\s+up|being\s+here))",
+    ),
     // Weighing oneself again and again in a day (an eating disorder's
     // checking): "weighed myself six times today", "weigh myself 4x a day".
-    r"\bweigh(?:ed|ing)?\s+myself\b[^.!?\n]{0,40}?\b(?:[3-9]|1\d|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a\s+dozen)\s*(?:times|x)\b",
+    (
+        "safety.weighing_again_and_again",
+        r"\bweigh(?:ed|ing)?\s+myself\b[^.!?\n]{0,40}?\b(?:[3-9]|1\d|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a\s+dozen)\s*(?:times|x)\b",
+    ),
     // Going to sleep and not waking up: "some nights I'd quite like to go to
     // sleep and just not bother waking up", "fall asleep and never wake
     // up", "I won't bother waking up tomorrow" (sleeping in, or waking in
     // the night, is not: see `WOKEN`).
-    r"\b(?:a?sleep|bed)(?:\s+forever)?\s+and\s+(?:just\s+)?(?:not|never)\s+(?:have\s+to\s+|bother(?:ing)?\s+(?:to\s+)?)?wak(?:e|ing)\s+up\b",
-    r"\b(?:not|won[’']?t|wouldn[’']?t)\s+bother(?:ing)?\s+(?:to\s+)?wak(?:e|ing)\s+up\b",
+    (
+        "safety.sleep_and_not_wake",
+        r"\b(?:a?sleep|bed)(?:\s+forever)?\s+and\s+(?:just\s+)?(?:not|never)\s+(?:have\s+to\s+|bother(?:ing)?\s+(?:to\s+)?)?wak(?:e|ing)\s+up\b",
+    ),
+    (
+        "safety.not_bothering_to_wake",
+        r"\b(?:not|won[’']?t|wouldn[’']?t)\s+bother(?:ing)?\s+(?:to\s+)?wak(?:e|ing)\s+up\b",
+    ),
     // A psychiatric crisis in so many words: someone sectioned or detained
     // under the Mental Health Act ("the samples were sectioned", "he should
     // be sectioned for that haircut" and a caesarean are not), put on a
@@ -120,19 +206,43 @@ const STATEMENTS: &[&str] = &[
     // psychiatric ward (working on one, or a party in its chapel, is not),
     // having a mental health crisis, a crisis team of mental health
     // services.
-    concat!(
-        r"\b(?:i|she|he|they|we|you|",
-        someone_close!("patient"),
-        r")\s+(?:was|were|got|had\s+been|has\s+been|have\s+been|[’']s\s+been|[’']ve\s+been|[’']d\s+been|is\s+being|[’']s\s+being|[’']m\s+being)\s+sectioned\b",
+    (
+        "safety.someone_sectioned",
+        concat!(
+            r"\b(?:i|she|he|they|we|you|",
+            someone_close!("patient"),
+            r")\s+(?:was|were|got|had\s+been|has\s+been|have\s+been|[’']s\s+been|[’']ve\s+been|[’']d\s+been|is\s+being|[’']s\s+being|[’']m\s+being)\s+sectioned\b",
+        ),
     ),
-    r"\b(?-i:[A-Z][a-z]+)\s+(?:was|got|has\s+been|had\s+been|[’']s\s+been)\s+sectioned\s+(?:again|last|for|after|under|yesterday|today|this|twice)\b",
-    r"\bsectioned\s+under\b|\bsection(?:ing|ed)\s+(?:me|him|her|them)\b|\bdetained\s+under\s+(?:the\s+)?mental\s+health\s+act\b|\bon\s+a\s+section\s+[23]\b",
-    r"\b(?:on|under)\s+(?:a|an)\s+(?:72[- ]?h(?:ou)?r|involuntary|psychiatric|psych|mental\s+health|5150)\s+hold\b|\b5150(?:[’']d|ed)\b",
-    r"\b(?:(?:was|were|been|is|am|got|being|i[’']m|she[’']s|he[’']s|they[’']re)\s+(?:admitted|taken|sectioned)\s+(?:in|into|to)|(?:was|were|been|is|am|i[’']m|she[’']s|he[’']s|they[’']re)\s+(?:in|into)|ended\s+up\s+in|went\s+into|(?:days?|weeks?|months?|nights?)\s+(?:in|on))\s+(?:(?:a|an|the)\s+)?(?:(?:acute|secure|locked|adult|inpatient|closed)\s+)?(?:psych(?:iatric)?\s+(?:ward|unit|hospital)|mental\s+health\s+(?:ward|unit)|mental\s+hospital)(?:[\s.,;:!?)]|$)",
-    r"\b(?:a|my|her|his|their)\s+mental\s+health\s+crisis\b|\b(?:home\s+treatment|mental\s+health\s+crisis|crisis\s+resolution)\s+team\b",
+    (
+        "safety.named_person_sectioned",
+        r"\b(?-i:[A-Z][a-z]+)\s+(?:was|got|has\s+been|had\s+been|[’']s\s+been)\s+sectioned\s+(?:again|last|for|after|under|yesterday|today|this|twice)\b",
+    ),
+    (
+        "safety.sectioned_under_the_act",
+        r"\bsectioned\s+under\b|\bsection(?:ing|ed)\s+(?:me|him|her|them)\b|\bdetained\s+under\s+(?:the\s+)?mental\s+health\s+act\b|\bon\s+a\s+section\s+[23]\b",
+    ),
+    (
+        "safety.psychiatric_hold",
+        r"\b(?:on|under)\s+(?:a|an)\s+(?:72[- ]?h(?:ou)?r|involuntary|psychiatric|psych|mental\s+health|5150)\s+hold\b|\b5150(?:[’']d|ed)\b",
+    ),
+    (
+        "safety.psychiatric_ward",
+        r"\b(?:(?:was|were|been|is|am|got|being|i[’']m|she[’']s|he[’']s|they[’']re)\s+(?:admitted|taken|sectioned)\s+(?:in|into|to)|(?:was|were|been|is|am|i[’']m|she[’']s|he[’']s|they[’']re)\s+(?:in|into)|ended\s+up\s+in|went\s+into|(?:days?|weeks?|months?|nights?)\s+(?:in|on))\s+(?:(?:a|an|the)\s+)?(?:(?:acute|secure|locked|adult|inpatient|closed)\s+)?(?:psych(?:iatric)?\s+(?:ward|unit|hospital)|mental\s+health\s+(?:ward|unit)|mental\s+hospital)(?:[\s.,;:!?)]|$)",
+    ),
+    (
+        "safety.mental_health_crisis",
+        r"\b(?:a|my|her|his|their)\s+mental\s+health\s+crisis\b|\b(?:home\s+treatment|mental\s+health\s+crisis|crisis\s+resolution)\s+team\b",
+    ),
     // Not being around, the point of it all.
-    r"\bnot\s+like\s+i[’']?ll\s+(?:still\s+)?be\s+(?:around|here)\b",
-    r"\bd(?:o|on[’']?)t\s+see\s+(?:the|much|any)\s+point\s+(?:of|in)\s+(?:any\s+of\s+it|anything|it\s+all|living|life|going\s+on|being\s+here)\b",
+    (
+        "safety.not_around",
+        r"\bnot\s+like\s+i[’']?ll\s+(?:still\s+)?be\s+(?:around|here)\b",
+    ),
+    (
+        "safety.no_point_in_living",
+        r"\bd(?:o|on[’']?)t\s+see\s+(?:the|much|any)\s+point\s+(?:of|in)\s+(?:any\s+of\s+it|anything|it\s+all|living|life|going\s+on|being\s+here)\b",
+    ),
 ];
 
 /// "suicide" naming something else; an eating disorder as a topic.
@@ -147,7 +257,11 @@ const WOKEN: &str = r"(?i)^\s+(?:(?:the|my|your|his|her|their|our|a|an|him|them|
 
 /// The safety statements, compiled once.
 pub struct SafetyRules {
+    /// Every statement, one alternation in [`STATEMENTS`]' order (the
+    /// first that matches at the leftmost place wins).
     statements: Regex,
+    /// Each statement alone, to name the one that fired.
+    each: Vec<Regex>,
     not_self_harm: Regex,
     woken: Regex,
 }
@@ -163,12 +277,19 @@ impl SafetyRules {
     pub fn new() -> Self {
         let alternation = STATEMENTS
             .iter()
-            .map(|p| format!("(?:{p})"))
+            .map(|(_, p)| format!("(?:{p})"))
             .collect::<Vec<_>>()
             .join("|");
         SafetyRules {
             statements: Regex::new(&format!("(?i){alternation}"))
                 .expect("the safety statements compile"),
+            each: STATEMENTS
+                .iter()
+                .map(|(id, p)| {
+                    Regex::new(&format!("(?i)(?:{p})"))
+                        .unwrap_or_else(|e| panic!("safety rule {id} compiles: {e}"))
+                })
+                .collect(),
             not_self_harm: Regex::new(NOT_SELF_HARM).expect("the exclusions compile"),
             woken: Regex::new(WOKEN).expect("the objects of waking compile"),
         }
@@ -209,11 +330,37 @@ impl SafetyRules {
                         .trim_end_matches(|c: char| c.is_whitespace() || ".,;:!?)".contains(c))
                         .len();
                 SafetyFinding {
+                    rule: self.rule_at(text, m.start(), m.end()),
                     start: m.start() + lead,
                     end: (m.end() - trail).max(m.start() + lead),
                 }
             })
     }
+
+    /// The statement that made the alternation's match `start..end`: the
+    /// alternation takes the first statement that matches at the leftmost
+    /// place, so it is the first that matches there alone.
+    fn rule_at(&self, text: &str, start: usize, end: usize) -> &'static str {
+        STATEMENTS
+            .iter()
+            .zip(&self.each)
+            .find(|(_, r)| {
+                r.find_at(text, start)
+                    .is_some_and(|m| m.start() == start && m.end() == end)
+            })
+            .or_else(|| {
+                STATEMENTS
+                    .iter()
+                    .zip(&self.each)
+                    .find(|(_, r)| r.find_at(text, start).is_some_and(|m| m.start() == start))
+            })
+            .map_or(STATEMENTS[0].0, |((id, _), _)| id)
+    }
+}
+
+/// Every safety rule's id, in the order the statements are tried.
+pub fn rule_ids() -> impl Iterator<Item = &'static str> {
+    STATEMENTS.iter().map(|(id, _)| *id)
 }
 
 #[cfg(test)]

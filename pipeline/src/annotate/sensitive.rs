@@ -73,7 +73,7 @@ impl Thresholds {
 /// The version of the rules (identifiers and self-harm statements), part
 /// of the annotator id: a change of what the rules find redoes the records
 /// annotated under the old ones.
-pub const RULES_VERSION: &str = "sensitive-rules-12";
+pub const RULES_VERSION: &str = "sensitive-rules-13";
 
 /// The version of how the detector reads the model's scores
 /// ([`head_probability`]), part of the annotator id like the rules': a
@@ -198,8 +198,10 @@ pub fn mix(head: f64, lexical: f64, share: f64) -> f64 {
 /// - The rules find identifiers and secrets (`credentials_pii`,
 ///   confidence 1: a Luhn-valid card number is not a matter of degree) and
 ///   statements of self-harm or suicidal thoughts
-///   (`mental_health_self_harm`, confidence 1, detector `rules:self_harm`:
-///   "I want to die" is a safety record whatever the head makes of it).
+///   (`mental_health_self_harm`, confidence 1: "I want to die" is a safety
+///   record whatever the head makes of it). The detector names the rule
+///   that fired: `rules:<rule id>` (`rules:identifier.card_number`,
+///   `rules:safety.wish_to_die`; [`crate::annotate::sensitive_rules::named_rules`]).
 /// - The model reads the record as [`head_probability`] does, each
 ///   reading with a category: a passage's is the head's most likely one
 ///   on that passage, the whole text's the record's. The surest reading
@@ -297,7 +299,7 @@ pub fn detect(
             SAFETY_CATEGORY,
             1.0,
             sentence_of(f.start, f.end),
-            "rules:self_harm".into(),
+            format!("rules:{}", f.rule),
         ));
     }
     let rule = rules.find(text).into_iter().next().map(|f| {
@@ -306,7 +308,7 @@ pub fn detect(
             "credentials_pii",
             1.0,
             sentence_of(f.start, f.end),
-            format!("rules:{}", f.kind),
+            format!("rules:{}", f.rule),
         )
     });
     rule.or(model)
@@ -441,7 +443,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.category.as_deref(), Some("mental_health_self_harm"));
-        assert_eq!(s.detector.as_deref(), Some("rules:self_harm"));
+        assert_eq!(s.detector.as_deref(), Some("rules:safety.wish_to_die"));
         assert_eq!(s.confidence, Some(1.0));
         assert_eq!(
             s.quote.text.as_deref(),
@@ -465,7 +467,7 @@ mod tests {
         .unwrap();
         assert_eq!(s.category.as_deref(), Some("credentials_pii"));
         assert_eq!(s.confidence, Some(1.0));
-        assert_eq!(s.detector.as_deref(), Some("rules:card_number"));
+        assert_eq!(s.detector.as_deref(), Some("rules:identifier.card_number"));
         assert_eq!(
             s.quote.text.as_deref(),
             Some("Card is 4111 1111 1111 1111.")
@@ -475,7 +477,7 @@ mod tests {
         assert_eq!(s.category.as_deref(), Some("mental_health_self_harm"));
         // Without a head (older heads) the rules still run.
         let s = detect_at(0.35, text, None, &sentences, &[]).unwrap();
-        assert_eq!(s.detector.as_deref(), Some("rules:card_number"));
+        assert_eq!(s.detector.as_deref(), Some("rules:identifier.card_number"));
     }
 
     // With a lexical model each reading (the record, each sentence) is

@@ -110,12 +110,14 @@ impl Recovered {
 }
 
 /// The safety records listed (the first [`MAX_LISTED`]) and counted, and
-/// the category (or `flag:…`) of each sensitive record, for its queue items.
+/// the category (or `flag:…`) of each sensitive record, and the rule that
+/// found it (`rules:<rule id>`) when a rule did, for its queue items.
 #[derive(Default)]
 struct SafetyRecords {
     listed: Vec<Value>,
     total: usize,
     category_of: HashMap<String, String>,
+    rule_of: HashMap<String, String>,
 }
 
 /// Reads the sensitive table: safety records head the report, and every
@@ -147,6 +149,9 @@ fn safety_records(dir: &Path) -> Result<SafetyRecords, ReportError> {
             }
         }
         if safety.category_of.len() < MAX_QUEUE_ITEMS {
+            if let Some(rule) = text_field(&row, "detector").filter(|d| d.starts_with("rules:")) {
+                safety.rule_of.insert(id.clone(), rule.to_string());
+            }
             safety.category_of.insert(id, label);
         }
     })?;
@@ -277,7 +282,12 @@ impl Queue {
 }
 
 /// One quarantined row as a queue item of the page.
-fn queue_item(row: &Map<String, Value>, text_position: usize, sensitive: Option<&String>) -> Value {
+fn queue_item(
+    row: &Map<String, Value>,
+    text_position: usize,
+    sensitive: Option<&String>,
+    rule: Option<&String>,
+) -> Value {
     let text = text_field(row, "record_text").unwrap_or("");
     let quote = text_field(row, "source_quote");
     let span = utf16_span(
@@ -297,14 +307,14 @@ fn queue_item(row: &Map<String, Value>, text_position: usize, sensitive: Option<
         "quote": quote, "q16_start": span.map(|s| s.0), "q16_end": span.map(|s| s.1),
         "text": text_position, "raw_annotation": row.get("raw_annotation"),
         "parse_class": row.get("parse_class"), "escape_shape": row.get("escape_shape"),
-        "sensitive": sensitive,
+        "sensitive": sensitive, "rule": rule,
     })
 }
 
 /// Reads the quarantine table into the queue, tallying every row.
 fn read_queue(
     dir: &Path,
-    category_of: &HashMap<String, String>,
+    safety: &SafetyRecords,
     tallies: &mut Tallies,
 ) -> Result<Queue, ReportError> {
     let mut queue = Queue::default();
@@ -335,8 +345,12 @@ fn read_queue(
             return;
         }
         let text_position = queue.text_position(text_field(&row, "record_text").unwrap_or(""));
-        let sensitive = text_field(&row, "record_id").and_then(|id| category_of.get(id));
-        queue.items.push(queue_item(&row, text_position, sensitive));
+        let record = text_field(&row, "record_id");
+        let sensitive = record.and_then(|id| safety.category_of.get(id));
+        let rule = record.and_then(|id| safety.rule_of.get(id));
+        queue
+            .items
+            .push(queue_item(&row, text_position, sensitive, rule));
     })?;
     Ok(queue)
 }
@@ -402,7 +416,7 @@ pub fn data(input: &ReportInput<'_>) -> Result<Value, ReportError> {
     let safety = safety_records(dir)?;
     let mut tallies = Tallies::default();
     tally_promoted(dir, &mut tallies)?;
-    let queue = read_queue(dir, &safety.category_of, &mut tallies)?;
+    let queue = read_queue(dir, &safety, &mut tallies)?;
     let (abstained, rejects) = read_abstained_and_rejects(dir, &mut tallies)?;
     let receipt = input.receipt;
     let previous = input

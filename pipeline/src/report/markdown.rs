@@ -276,11 +276,15 @@ fn queue_item(out: &mut String, item: &Value, texts: &[Value]) {
         (None, Some(mention)) => format!(" → unknown \"{}\"", md(mention)),
         (None, None) => String::new(),
     };
-    let read_as = match (item["parse_class"].as_str(), item["escape_shape"].as_str()) {
+    let mut read_as = match (item["parse_class"].as_str(), item["escape_shape"].as_str()) {
         (Some(class), Some(shape)) => format!(" · read as {} ({})", md(class), md(shape)),
         (Some(class), None) => format!(" · read as {}", md(class)),
         _ => String::new(),
     };
+    // The rule that found the record sensitive, so the curator sees why.
+    if let Some(rule) = item["rule"].as_str() {
+        read_as.push_str(&format!(" · found by {}", code(rule)));
+    }
     let _ = writeln!(
         out,
         "- **{}** {} {label} {}{target} — {}{read_as}",
