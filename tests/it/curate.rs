@@ -516,3 +516,151 @@ fn decisions_set_affect_and_intensity_and_status_shows_agreement_per_head_and_bi
         text.stdout
     );
 }
+
+/// `curate status` streams each run's queue: on a real staging directory of
+/// two nights (the second re-running half the records, so the first run's
+/// queue is partly superseded) with decisions on both runs, every run's
+/// queued and pending counts, and the pending items by type and first
+/// reason, are what the tables themselves say: queued is the run's
+/// quarantine rows, pending those whose record the run last processed and
+/// whose item has no decision.
+#[test]
+fn status_streams_the_queues_and_counts_what_the_tables_hold() {
+    let env = Env::new();
+    let sample = repo().join("data/sample");
+    let annotations = sample.join("annotations.jsonl");
+    let annotations = annotations.to_str().unwrap();
+    env.run_sample(&["--annotations", annotations]).ok();
+    let first = env.receipt()["run_id"].as_str().unwrap().to_string();
+    let records = std::fs::read_to_string(sample.join("records.jsonl")).unwrap();
+    let lines: Vec<&str> = records.lines().collect();
+    let half: String = lines[..lines.len() / 2]
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect();
+    env.write("half.jsonl", half);
+    let nodes = sample.join("nodes.jsonl");
+    env.run(&[
+        "--input",
+        "half.jsonl",
+        "--nodes",
+        nodes.to_str().unwrap(),
+        "--annotations",
+        annotations,
+        "--staging",
+        "staging",
+        "--full",
+    ])
+    .ok();
+    let second = env.receipt()["run_id"].as_str().unwrap().to_string();
+    assert_ne!(first, second);
+
+    let queue = |run: &str| {
+        read_table(
+            &env.staging()
+                .join("runs")
+                .join(run)
+                .join("quarantine.parquet"),
+        )
+    };
+    let state: std::collections::BTreeMap<String, String> =
+        read_table(&env.staging().join("state/records.parquet"))
+            .into_iter()
+            .map(|r| {
+                (
+                    r["record_id"].as_str().unwrap().to_string(),
+                    r["run_id"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+    // Decide two items of each run, on records each run last processed.
+    let mut lines = Vec::new();
+    for run in [&first, &second] {
+        for q in queue(run)
+            .iter()
+            .filter(|q| state[q["record_id"].as_str().unwrap()] == *run)
+            .filter(|q| q["item_type"] == "tag")
+            .take(2)
+        {
+            let label = q["label"].clone();
+            lines.push(decision(
+                run,
+                q["item_id"].as_str().unwrap(),
+                "reject",
+                label,
+                Value::Null,
+            ));
+        }
+    }
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    env.write("decisions.jsonl", &text);
+    curate(&env, &["apply", "decisions.jsonl", "--staging", "staging"]).ok();
+    let decided: std::collections::BTreeSet<(String, String)> =
+        read_table(&env.staging().join("curated/curated.parquet"))
+            .iter()
+            .map(|r| {
+                (
+                    r["run_id"].as_str().unwrap().to_string(),
+                    r["item_id"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+    assert_eq!(decided.len(), 4);
+
+    // What the tables say.
+    let (mut runs, mut pending) = (Vec::new(), 0u64);
+    let mut by_type = serde_json::Map::new();
+    let mut by_reason = serde_json::Map::new();
+    let bump = |m: &mut serde_json::Map<String, Value>, k: &str| {
+        let n = m.get(k).and_then(Value::as_u64).unwrap_or(0);
+        m.insert(k.to_string(), json!(n + 1));
+    };
+    for run in [&first, &second] {
+        let q = queue(run);
+        let open: Vec<_> = q
+            .iter()
+            .filter(|r| state[r["record_id"].as_str().unwrap()] == *run)
+            .filter(|r| {
+                !decided.contains(&(run.to_string(), r["item_id"].as_str().unwrap().to_string()))
+            })
+            .collect();
+        for r in &open {
+            bump(&mut by_type, r["item_type"].as_str().unwrap());
+            if let Some(first_reason) = r["reasons"][0].as_str() {
+                bump(&mut by_reason, first_reason);
+            }
+        }
+        pending += open.len() as u64;
+        runs.push(json!({"run_id": run, "queued": q.len(), "pending": open.len()}));
+    }
+    // Both runs hold open and superseded items.
+    assert!(runs[0]["pending"].as_u64().unwrap() > 0, "{runs:?}");
+    assert!(
+        runs[0]["pending"].as_u64().unwrap() + 2 < runs[0]["queued"].as_u64().unwrap(),
+        "{runs:?}"
+    );
+
+    let st = curate(
+        &env,
+        &[
+            "status",
+            "--staging",
+            "staging",
+            "--json",
+            "--decisions",
+            "decisions.jsonl",
+        ],
+    )
+    .ok();
+    let st: Value = serde_json::from_str(&st.stdout).unwrap();
+    assert_eq!(st["runs"], json!(runs));
+    assert_eq!(st["pending"], pending);
+    assert_eq!(st["pending_by_type"], Value::Object(by_type));
+    assert_eq!(st["pending_by_reason"], Value::Object(by_reason));
+    assert_eq!(st["applied"], 4);
+    assert_eq!(st["applied_by_decision"], json!({"reject": 4}));
+    assert_eq!(st["applied_by_curator"], json!({"rosa": 4}));
+    assert_eq!(st["decisions_file"]["lines"], 4);
+    assert_eq!(st["decisions_file"]["decided_not_applied"], 0);
+}
