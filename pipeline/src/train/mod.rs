@@ -22,7 +22,8 @@
 //! labeled sets, read and split), `embed_cache` (embeddings, cached),
 //! `finetune` (the adapters), `fit` (the heads), `calibrate` (their
 //! temperatures) and `card` (what the heads folder says of them); beside
-//! them the edge models ([`edges`]), the sensitive head ([`sensitive`]),
+//! them the edge models ([`edges`]) and their memory-link threshold
+//! ([`link_threshold`]), the sensitive head ([`sensitive`]),
 //! and `tomlite eval` ([`eval`]).
 
 mod calibrate;
@@ -35,6 +36,7 @@ pub mod error;
 pub mod eval;
 mod finetune;
 mod fit;
+pub mod link_threshold;
 pub mod sensitive;
 pub mod split;
 pub mod style_cv;
