@@ -540,12 +540,16 @@ fn the_annotator_contract_claims_only_what_a_run_writes() {
     for mode in reporting["stream_modes"].as_array().unwrap() {
         match mode.as_str().unwrap() {
             "jsonl_event_stream" => assert!(dir.join("events.jsonl").is_file()),
-            "final_response_json" => assert!(
-                ran.stdout.contains(&dir.display().to_string())
-                    || ran
-                        .stdout
-                        .contains(dir.file_name().unwrap().to_str().unwrap())
-            ),
+            "final_response_json" => {
+                let events = read_jsonl(&dir.join("events.jsonl"));
+                let last = events.last().unwrap();
+                assert_eq!(last["phase"], "before_blocked_or_final_response");
+                assert_eq!(last["evidence"]["status_code"], 0);
+                let receipt: Value =
+                    serde_json::from_slice(&std::fs::read(dir.join("receipt.json")).unwrap())
+                        .unwrap();
+                assert_eq!(receipt["status"], "committed");
+            }
             other => panic!("the contract claims stream mode {other}, which no run writes"),
         }
     }
