@@ -106,6 +106,10 @@ pub struct RunCheck {
     pub files: usize,
     /// What differs, each naming the file.
     pub differences: Vec<String>,
+    /// sha256 of the receipt's bytes as read for this check (read once, so
+    /// the anchor check and the file checks see the same receipt).
+    #[serde(skip)]
+    receipt_sha256: Option<String>,
 }
 
 /// What [`verify_staging`] found.
@@ -142,9 +146,9 @@ fn plain_name(name: &str) -> bool {
     !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
 }
 
-/// The run's receipt as JSON, or `None` (why in `found`) when it cannot
-/// be read.
-fn read_receipt(dir: &Path, found: &mut Vec<String>) -> Option<Value> {
+/// The run's receipt as JSON with the sha256 of its bytes, or `None` (why
+/// in `found`) when it cannot be read.
+fn read_receipt(dir: &Path, found: &mut Vec<String>) -> Option<(Value, String)> {
     // A FIFO or a device would block the read or never end: only a
     // regular file is a receipt.
     match std::fs::symlink_metadata(dir.join(RECEIPT)) {
@@ -162,7 +166,7 @@ fn read_receipt(dir: &Path, found: &mut Vec<String>) -> Option<Value> {
         }
     };
     match serde_json::from_slice(&bytes) {
-        Ok(receipt) => Some(receipt),
+        Ok(receipt) => Some((receipt, crate::hash::sha256_bytes(&bytes))),
         Err(e) => {
             found.push(format!("{RECEIPT}: not JSON: {e}"));
             None
@@ -259,7 +263,9 @@ fn check_files(dir: &Path) -> RunCheck {
     let mut found = Vec::new();
     let mut run_id = None;
     let mut files = 0;
-    if let Some(receipt) = read_receipt(dir, &mut found) {
+    let mut receipt_sha256 = None;
+    if let Some((receipt, sha256)) = read_receipt(dir, &mut found) {
+        receipt_sha256 = Some(sha256);
         run_id = receipt["run_id"].as_str().map(str::to_string);
         if receipt["status"] != Outcome::Committed.as_str() {
             found.push(format!(
@@ -294,16 +300,8 @@ fn check_files(dir: &Path) -> RunCheck {
             .into_iter()
             .map(|what| format!("{shown}/{what}"))
             .collect(),
+        receipt_sha256,
     }
-}
-
-/// The bytes of a regular file (never a FIFO's or a device's).
-fn regular_file_bytes(path: &Path) -> Option<Vec<u8>> {
-    let metadata = std::fs::symlink_metadata(path).ok()?;
-    if !metadata.file_type().is_file() {
-        return None;
-    }
-    std::fs::read(path).ok()
 }
 
 /// The rows of a Parquet table, from its footer.
@@ -383,14 +381,12 @@ pub fn verify_run(dir: &Path) -> RunCheck {
             Ok(state) => {
                 // The receipt as its commit recorded it in the state.
                 if let Some(anchored) = state.receipt_sha256(&name)
-                    && let Some(bytes) = regular_file_bytes(&dir.join(RECEIPT))
+                    && let Some(now) = check.receipt_sha256.clone()
+                    && now != anchored
                 {
-                    let now = crate::hash::sha256_bytes(&bytes);
-                    if now != anchored {
-                        check.differences.push(format!(
-                            "{shown}/{RECEIPT}: differs from the receipt its commit recorded in the state (sha256 {anchored}, now {now})"
-                        ));
-                    }
+                    check.differences.push(format!(
+                        "{shown}/{RECEIPT}: differs from the receipt its commit recorded in the state (sha256 {anchored}, now {now})"
+                    ));
                 }
             }
         }
