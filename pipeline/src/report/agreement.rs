@@ -64,7 +64,7 @@ pub(super) fn markdown_section(out: &mut String, data: &Value) {
         let _ = writeln!(
             out,
             "The curated decisions could not be read: {}",
-            super::markdown::md_line(error)
+            super::inert::md_line(error)
         );
         return;
     }
@@ -79,7 +79,7 @@ pub(super) fn markdown_section(out: &mut String, data: &Value) {
     let bins: Vec<String> = heads
         .values()
         .next()
-        .map(|head| super::markdown::items(&head["bins"]))
+        .map(|head| super::inert::items(&head["bins"]))
         .unwrap_or_default()
         .iter()
         .map(|bin| bin["bin"].as_str().unwrap_or("").to_string())
@@ -91,14 +91,14 @@ pub(super) fn markdown_section(out: &mut String, data: &Value) {
         "---:|".repeat(bins.len())
     );
     for (name, head) in heads {
-        let cells: Vec<String> = super::markdown::items(&head["bins"])
+        let cells: Vec<String> = super::inert::items(&head["bins"])
             .iter()
             .map(cell)
             .collect();
         let _ = writeln!(
             out,
             "| {} | {:.2} | {} | {} |",
-            super::markdown::md(name),
+            super::inert::md(name),
             head["threshold"].as_f64().unwrap_or(0.0),
             cells.join(" | "),
             cell(&head["bulk"])
@@ -109,7 +109,7 @@ pub(super) fn markdown_section(out: &mut String, data: &Value) {
         let _ = writeln!(
             out,
             "- {} (threshold {:.2}): {}",
-            super::markdown::md(name),
+            super::inert::md(name),
             head["threshold"].as_f64().unwrap_or(0.0),
             verdict(head)
         );

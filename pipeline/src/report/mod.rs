@@ -14,6 +14,7 @@ use crate::stage::receipt::Receipt;
 
 mod agreement;
 mod data;
+mod inert;
 mod markdown;
 
 pub use data::data;
@@ -102,7 +103,7 @@ pub fn html(data: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::data::utf16_span;
-    use super::markdown::{code, md, md_line};
+    use super::inert::{code, md, md_line};
     use super::*;
     use serde_json::json;
 
