@@ -299,33 +299,10 @@ fn the_layout_is_read_from_every_module() {
     );
 }
 
-/// Cycles known and waiting on a move, as [`cycles`] prints them: none
-/// may be added. `report/data.rs` takes `ReportInput`, `ReportError` and
-/// the list limits from `report/mod.rs` (`use super::{…}`), which calls
-/// it; they belong in a module of their own under `report/`.
-const KNOWN_CYCLES: [&str; 2] = [
-    "report -> report::data -> report",
-    "report::data -> report -> report::data",
-];
-
 #[test]
 fn no_module_imports_itself_back() {
     let found = cycles(&imports());
-    let new: Vec<&str> = found
-        .iter()
-        .map(String::as_str)
-        .filter(|c| !KNOWN_CYCLES.contains(c))
-        .collect();
-    assert!(new.is_empty(), "import cycles:\n{}", new.join("\n"));
-    // A known cycle that is gone leaves the list with it.
-    let gone: Vec<&str> = KNOWN_CYCLES
-        .into_iter()
-        .filter(|c| !found.iter().any(|f| f == c))
-        .collect();
-    assert!(
-        gone.is_empty(),
-        "cycles no longer there: remove them from KNOWN_CYCLES: {gone:?}"
-    );
+    assert!(found.is_empty(), "import cycles:\n{}", found.join("\n"));
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
-use super::{MAX_LISTED, MAX_QUEUE_ITEMS, MAX_RECOVERED, ReportError, ReportInput};
+use super::input::{MAX_LISTED, MAX_QUEUE_ITEMS, MAX_RECOVERED, ReportError, ReportInput};
 use crate::rules::policy::Policy;
 use crate::stage::read::{self, Columns};
 use crate::stage::receipt::Receipt;

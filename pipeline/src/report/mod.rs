@@ -4,20 +4,16 @@
 //! ticket). Both are built from the run's own tables once they are closed,
 //! so they show exactly what was staged.
 
-use std::path::Path;
-
 use serde_json::Value;
-
-use crate::graph::nodes::Registry;
-use crate::rules::policy::Policy;
-use crate::stage::receipt::Receipt;
 
 mod agreement;
 mod data;
 mod inert;
+mod input;
 mod markdown;
 
 pub use data::data;
+pub use input::{MAX_LISTED, MAX_QUEUE_ITEMS, MAX_RECOVERED, ReportError, ReportInput};
 pub use markdown::markdown;
 
 /// The page template; `__TOMLITE_DATA__` is replaced by the data and
@@ -28,41 +24,6 @@ const TEMPLATE: &str = include_str!("report.html");
 const DESK_JS: &str = include_str!("desk.js");
 /// Where the page's script takes [`DESK_JS`].
 const DESK_SLOT: &str = "/*__TOMLITE_DESK_JS__*/";
-
-/// Queue items the page holds at most (it says when it holds fewer): more
-/// than a curator works through in a night, and the page stays quick and
-/// the run's memory bounded on a million-record night.
-pub const MAX_QUEUE_ITEMS: usize = 25_000;
-/// Abstained and rejected rows the page lists at most.
-pub const MAX_LISTED: usize = 5_000;
-/// Records read by a verdict parser's recovery (not `STRICT`) the report
-/// lists at most; the counts cover every row.
-pub const MAX_RECOVERED: usize = 1_000;
-
-/// Errors of building the report.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot build the report from {table}: {message}")]
-pub struct ReportError {
-    /// The table that could not be read.
-    pub table: String,
-    /// What went wrong.
-    pub message: String,
-}
-
-/// What the report is built from.
-pub struct ReportInput<'a> {
-    /// The run directory (its tables closed).
-    pub dir: &'a Path,
-    /// The run's receipt.
-    pub receipt: &'a Receipt,
-    /// The previous committed run's receipt, if any, as read (a receipt of
-    /// any earlier version: only its run id, counts and reasons are shown).
-    pub previous: Option<Value>,
-    /// The effective policy.
-    pub policy: &'a Policy,
-    /// The node registry, if any.
-    pub registry: Option<&'a Registry>,
-}
 
 /// The receipt of the staging directory's latest committed run, for the
 /// report's comparison with the night before; `None` when there is none or
