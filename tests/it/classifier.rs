@@ -1113,3 +1113,97 @@ fn annotator_id_changes_when_the_encoder_config_or_the_heads_card_changes() {
     std::fs::write(heads.join("card.json"), card.to_string()).unwrap();
     assert_ne!(after_config, id("d.jsonl"), "card.json is part of the id");
 }
+
+/// `train --curated` learns the affect and the intensity from the
+/// curator's decisions: every accepted or relabelled tag gives its record
+/// (and its quote) as an affect and an intensity example, with the
+/// curator's affect and intensity where set, the annotated ones otherwise;
+/// a rejected tag gives none. The card counts each head's curated examples
+/// and the progress lines say so.
+#[test]
+fn train_curated_learns_affect_and_intensity_from_the_decisions() {
+    use serde_json::json;
+    model_present();
+    let env = Env::new();
+    let annotations = repo().join("data/sample/annotations.jsonl");
+    env.run_sample(&["--annotations", annotations.to_str().unwrap()])
+        .ok();
+    let run = env.receipt()["run_id"].as_str().unwrap().to_string();
+    let quarantine = env.table("quarantine");
+    // Tags of four distinct records.
+    let mut tags: Vec<&serde_json::Map<String, Value>> = Vec::new();
+    for r in quarantine.iter().filter(|r| r["item_type"] == "tag") {
+        if tags.iter().all(|t| t["record_id"] != r["record_id"]) {
+            tags.push(r);
+        }
+    }
+    assert!(tags.len() >= 4, "{}", tags.len());
+    let line = |i: usize, decision: &str| {
+        json!({"run_id": run, "item_id": tags[i]["item_id"], "decision": decision,
+               "curator": "rosa", "decided_at": "2026-11-30T08:00:00Z"})
+    };
+    let other_affect = |i: usize| {
+        if tags[i]["affect"] == "sad" {
+            "happy"
+        } else {
+            "sad"
+        }
+    };
+    let mut lines = vec![
+        line(0, "accept"),
+        line(1, "accept"),
+        line(2, "relabel"),
+        line(3, "reject"),
+    ];
+    lines[0]["affect"] = json!(other_affect(0));
+    lines[0]["intensity"] = json!("extreme");
+    lines[1]["intensity"] = json!("low");
+    lines[2]["label"] = json!("goal");
+    env.jsonl("decisions.jsonl", &lines);
+    let applied = env.cmd(
+        "curate",
+        &["apply", "decisions.jsonl", "--staging", "staging"],
+    );
+    assert_eq!(applied.code, 0, "{}{}", applied.stdout, applied.stderr);
+    let curated = read_table(&env.staging().join("curated/curated.parquet"));
+    assert_eq!(curated.len(), 4);
+
+    // Each accepted or relabelled tag: its record, and its quote where it
+    // is not the whole record.
+    let examples: usize = tags[..3]
+        .iter()
+        .map(|t| {
+            let row = &by(&curated, "item_id", t["item_id"].as_str().unwrap())[0];
+            let text = row["record_text"].as_str().unwrap().trim();
+            match row["source_quote"].as_str().map(str::trim) {
+                Some(q) if !q.is_empty() && q != text => 2,
+                _ => 1,
+            }
+        })
+        .sum();
+    let out = env.train_small(&["--curated", "staging"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("curated: {examples} affect examples")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("curated: {examples} intensity examples")),
+        "{stderr}"
+    );
+    let card: Value =
+        serde_json::from_slice(&std::fs::read(env.path("heads/card.json")).unwrap()).unwrap();
+    let per_head = &card["training_data"]["curated_examples_per_head"];
+    assert_eq!(per_head["affect"], examples, "{per_head}");
+    assert_eq!(per_head["intensity"], examples, "{per_head}");
+    // tom_kind also learns from the rejection.
+    assert!(
+        per_head["tom_kind"].as_u64().unwrap() > examples as u64,
+        "{per_head}"
+    );
+    assert_eq!(
+        per_head["tom_kind"],
+        card["training_data"]["curated_examples"]
+    );
+}

@@ -32,7 +32,10 @@ pub(super) fn honest_rows(cfg: &TrainConfig, data: &TrainingData) -> Vec<bool> {
         .collect()
 }
 
-/// The honest rows ([`honest_rows`]) that have out-of-bag logits.
+/// The honest rows ([`honest_rows`]) that have out-of-bag logits. A bag
+/// trained on more rows than `honest` covers (the curated examples come
+/// after the labeled ones) has out-of-bag logits for them too: those rows
+/// are never calibration rows.
 pub(super) fn oob_rows(honest: &[bool], oob: &[Option<Vec<f32>>]) -> Vec<usize> {
     (0..honest.len().min(oob.len()))
         .filter(|&i| honest[i] && oob[i].is_some())
@@ -131,11 +134,18 @@ pub(super) fn calibrate_affect(
         }
         Ok(Rows::new(v, dim)?)
     };
+    // Trained like the first: the curated affect examples too (they are
+    // training rows, never calibration rows).
     let mut labels = affect_labels(&data.goemotions.train);
     labels.extend(kept.iter().map(|&i| set.affect[i]));
+    labels.extend(&data.curated_labels.affect);
     let without_slice = affect_mlp(
         cfg,
-        &Rows::concat(&[&embedded.goemotions_train, &rows_of(&kept)?])?,
+        &Rows::concat(&[
+            &embedded.goemotions_train,
+            &rows_of(&kept)?,
+            &embedded.curated_affect,
+        ])?,
         &labels,
         &mut |_, _| {},
     )?;
@@ -147,4 +157,27 @@ pub(super) fn calibrate_affect(
         slice.len()
     ));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::oob_rows;
+
+    #[test]
+    fn curated_rows_after_the_labeled_ones_are_never_calibration_rows() {
+        // Three labeled examples (the second a quote, not honest), then two
+        // curated rows, all with out-of-bag logits.
+        let honest = [true, false, true];
+        let oob: Vec<Option<Vec<f32>>> = vec![
+            Some(vec![0.1]),
+            Some(vec![0.2]),
+            Some(vec![0.3]),
+            Some(vec![0.4]),
+            Some(vec![0.5]),
+        ];
+        assert_eq!(oob_rows(&honest, &oob), [0, 2]);
+        // A labeled row without out-of-bag logits is not one either.
+        let oob = [None, Some(vec![0.2]), Some(vec![0.3]), Some(vec![0.4])];
+        assert_eq!(oob_rows(&honest, &oob), [2]);
+    }
 }

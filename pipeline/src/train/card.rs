@@ -134,6 +134,12 @@ pub(super) fn training_data_figures(cfg: &TrainConfig, data: &TrainingData) -> s
         "goemotions_train_cap": cfg.max_goemotions,
         "goemotions_dev": data.goemotions.dev.len(),
         "curated_examples": data.curated.texts.len(),
+        "curated_examples_per_head": {
+            "tom_kind": data.curated.texts.len(),
+            "affect": data.curated_labels.affect.len(),
+            "intensity": data.curated_labels.intensity.len(),
+        },
+        "curated_not_usable_per_head": data.curated_labels.not_usable,
         "curated_decisions": data.curated.stats,
         "curated_from": cfg.curated.as_ref().map(|p| p.display().to_string()),
     })

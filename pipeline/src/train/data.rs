@@ -31,6 +31,8 @@ pub(super) struct TrainingData {
     pub(super) curated_decisions: usize,
     /// The tom_kind examples of the curated decisions.
     pub(super) curated: CuratedSet,
+    /// The affect and intensity examples of the curated decisions.
+    pub(super) curated_labels: CuratedLabels,
     /// sha256 of every data file.
     pub(super) data_hashes: BTreeMap<String, String>,
     /// Records labeled for sensitive content.
@@ -91,6 +93,7 @@ pub(super) fn read_training_data(
     };
     Ok(TrainingData {
         curated: curated_set(&curated_rows),
+        curated_labels: curated_labels(&curated_rows),
         curated_decisions: curated_rows.len(),
         data_hashes: data_hashes(cfg)?,
         sensitivity: crate::train::sensitive::read_all(&cfg.sensitivity_files)?,
@@ -266,6 +269,84 @@ pub(super) fn curated_set(rows: &[crate::curate::CuratedRow]) -> CuratedSet {
             c.texts.push(q.clone());
             c.targets.push(target);
             c.group.push(g);
+        }
+    }
+    c
+}
+
+/// Affect and intensity examples from a curator's decisions on tags: an
+/// accepted or relabelled tag says the record (and its quote) has the
+/// affect and intensity the curator set, else the annotated ones. A
+/// rejected tag, an edge or an annotation says nothing about either. A
+/// record decided on more than one tag is one example (its first decision
+/// that carries the label), each distinct quote another. These rows join
+/// the heads' training rows only: never the calibration rows, never dev.
+pub(super) struct CuratedLabels {
+    /// The affect head's examples: texts and labels.
+    pub(super) affect_texts: Vec<String>,
+    pub(super) affect: Vec<usize>,
+    /// The intensity head's examples: texts, labels and, per example, the
+    /// decision it comes from (a record and its quote are resampled together).
+    pub(super) intensity_texts: Vec<String>,
+    pub(super) intensity: Vec<usize>,
+    pub(super) intensity_group: Vec<usize>,
+    /// Decisions that were usable for a tag but whose label is missing or
+    /// not in the vocabulary, per head.
+    pub(super) not_usable: BTreeMap<&'static str, usize>,
+}
+
+pub(super) fn curated_labels(rows: &[crate::curate::CuratedRow]) -> CuratedLabels {
+    let mut c = CuratedLabels {
+        affect_texts: Vec::new(),
+        affect: Vec::new(),
+        intensity_texts: Vec::new(),
+        intensity: Vec::new(),
+        intensity_group: Vec::new(),
+        not_usable: BTreeMap::new(),
+    };
+    let mut seen: std::collections::BTreeSet<(&'static str, &str, &str)> = Default::default();
+    for (g, r) in rows.iter().enumerate() {
+        if r.item_type != "tag" || !matches!(r.decision.as_str(), "accept" | "relabel") {
+            continue;
+        }
+        let mut texts = vec![r.record_text.as_str()];
+        if let Some(q) = &r.source_quote
+            && !q.trim().is_empty()
+            && q.trim() != r.record_text.trim()
+        {
+            texts.push(q.as_str());
+        }
+        let decided = |decided: &Option<String>, annotated: &Option<String>, labels: &[&str]| {
+            decided
+                .as_deref()
+                .or(annotated.as_deref())
+                .and_then(|l| index_of(labels, l))
+        };
+        let heads: [(&'static str, Option<usize>); 2] = [
+            ("affect", decided(&r.decided_affect, &r.affect, &AFFECTS)),
+            (
+                "intensity",
+                decided(&r.decided_intensity, &r.intensity, &INTENSITIES),
+            ),
+        ];
+        for (head, label) in heads {
+            let Some(label) = label else {
+                *c.not_usable.entry(head).or_default() += 1;
+                continue;
+            };
+            for &t in &texts {
+                if !seen.insert((head, r.record_id.as_str(), t)) {
+                    continue;
+                }
+                if head == "affect" {
+                    c.affect_texts.push(t.to_string());
+                    c.affect.push(label);
+                } else {
+                    c.intensity_texts.push(t.to_string());
+                    c.intensity.push(label);
+                    c.intensity_group.push(g);
+                }
+            }
         }
     }
     c

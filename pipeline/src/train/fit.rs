@@ -13,7 +13,7 @@ use crate::graph::nodes::Registry;
 use crate::train::config::TrainConfig;
 use crate::train::data::{TrainingData, affect_labels, multi_hot, refs};
 use crate::train::edges::{EdgeModel, EdgeTraining, train_edges};
-use crate::train::embed_cache::{Embedded, embed};
+use crate::train::embed_cache::{Cued, Embedded, embed};
 use crate::train::error::LearnError;
 use crate::train::sensitive::{Trained, may_be_sensitive, train_head};
 use crate::train::split::is_calibration;
@@ -68,17 +68,31 @@ pub(super) fn train_tom_head(
     )?)
 }
 
-/// affect: an MLP on GoEmotions train plus the ToM-lite train records,
-/// class-weighted.
+/// affect: an MLP on GoEmotions train plus the ToM-lite train records
+/// and the curated affect examples, class-weighted.
 pub(super) fn train_affect_head(
     cfg: &TrainConfig,
     data: &TrainingData,
     embedded: &Embedded,
     losses: &mut EpochLosses,
+    progress: &mut dyn FnMut(&str),
 ) -> Result<Head, LearnError> {
-    let embeddings = Rows::concat(&[&embedded.goemotions_train, &embedded.tom_train])?;
+    let curated = &data.curated_labels;
+    if cfg.curated.is_some() {
+        progress(&format!(
+            "curated: {} affect examples (the curator's affect, else the annotated one; not usable: {})",
+            curated.affect.len(),
+            curated.not_usable.get("affect").copied().unwrap_or(0)
+        ));
+    }
+    let embeddings = Rows::concat(&[
+        &embedded.goemotions_train,
+        &embedded.tom_train,
+        &embedded.curated_affect,
+    ])?;
     let mut labels = affect_labels(&data.goemotions.train);
     labels.extend(&data.train_set.affect);
+    labels.extend(&curated.affect);
     affect_mlp(cfg, &embeddings, &labels, &mut |e, l| {
         losses.push(("affect".to_string(), e, l))
     })
@@ -116,14 +130,32 @@ pub(super) fn affect_mlp(
     )?)
 }
 
-/// intensity: bagged, on the ToM-lite training examples only (`x`: their
-/// embeddings with the wording cues).
+/// intensity: bagged, on the ToM-lite training examples and then the
+/// curated intensity examples (`cued`: their embeddings with the wording
+/// cues). The curated rows come after the ToM-lite ones, so the out-of-bag
+/// logits of the first `train_set.texts.len()` rows are the ToM-lite
+/// examples' ([`crate::train::calibrate::oob_rows`] reads only those).
 pub(super) fn train_intensity_head(
     data: &TrainingData,
-    x: &Rows,
+    cued: &Cued,
     small: &TrainOptions,
     losses: &mut EpochLosses,
+    progress: &mut dyn FnMut(&str),
 ) -> Result<Bagged, LearnError> {
+    let curated = &data.curated_labels;
+    if !curated.intensity.is_empty() || !curated.affect.is_empty() {
+        progress(&format!(
+            "curated: {} intensity examples (the curator's intensity, else the annotated one; not usable: {})",
+            curated.intensity.len(),
+            curated.not_usable.get("intensity").copied().unwrap_or(0)
+        ));
+    }
+    let x = Rows::concat(&[&cued.tom_train, &cued.curated_intensity])?;
+    let mut labels = data.train_set.intensity.clone();
+    labels.extend(&curated.intensity);
+    let offset = data.train_set.group.iter().max().map_or(0, |g| g + 1);
+    let mut group = data.train_set.group.clone();
+    group.extend(curated.intensity_group.iter().map(|g| g + offset));
     let spec = HeadSpec {
         wording_cues: true,
         name: "intensity".into(),
@@ -131,15 +163,14 @@ pub(super) fn train_intensity_head(
         multi_label: false,
         hidden: 0,
     };
-    let labels = &data.train_set.intensity;
     Ok(train_bagged(
         &spec,
-        x,
+        &x,
         &Targets::Single {
             labels: labels.iter().map(|&l| l as u32).collect(),
-            weights: class_weights(labels, INTENSITIES.len()),
+            weights: class_weights(&labels, INTENSITIES.len()),
         },
-        &data.train_set.group,
+        &group,
         small,
         |_, e, l| losses.push(("intensity".to_string(), e, l)),
     )?)

@@ -101,8 +101,8 @@ pub fn train_with_steps(
         progress,
     )?;
     let mut tom = tom_bag.head;
-    let mut affect = train_affect_head(cfg, &data, &embedded, &mut losses)?;
-    let intensity_bag = train_intensity_head(&data, &cued.tom_train, &small, &mut losses)?;
+    let mut affect = train_affect_head(cfg, &data, &embedded, &mut losses, progress)?;
+    let intensity_bag = train_intensity_head(&data, &cued, &small, &mut losses, progress)?;
     let mut intensity = intensity_bag.head;
     report_epoch_losses(&losses, progress);
 
