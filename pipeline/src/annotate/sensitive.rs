@@ -70,10 +70,10 @@ impl Thresholds {
     }
 }
 
-/// The version of the rules (identifiers and self-harm statements), part
+/// The version of the rules (identifiers, self-harm statements, content), part
 /// of the annotator id: a change of what the rules find redoes the records
 /// annotated under the old ones.
-pub const RULES_VERSION: &str = "sensitive-rules-13";
+pub const RULES_VERSION: &str = "sensitive-rules-14";
 
 /// The version of how the detector reads the model's scores
 /// ([`head_probability`]), part of the annotator id like the rules': a
@@ -199,7 +199,9 @@ pub fn mix(head: f64, lexical: f64, share: f64) -> f64 {
 ///   confidence 1: a Luhn-valid card number is not a matter of degree) and
 ///   statements of self-harm or suicidal thoughts
 ///   (`mental_health_self_harm`, confidence 1: "I want to die" is a safety
-///   record whatever the head makes of it). The detector names the rule
+///   record whatever the head makes of it), and sensitive content said in
+///   so many words (a tax audit, a lawyer's letter, a kink dating profile:
+///   `finances_debt`, `legal_trouble`, `sexual`, confidence 1). The detector names the rule
 ///   that fired: `rules:<rule id>` (`rules:identifier.card_number`,
 ///   `rules:safety.wish_to_die`; [`crate::annotate::sensitive_rules::named_rules`]).
 /// - The model reads the record as [`head_probability`] does, each
@@ -217,7 +219,8 @@ pub fn mix(head: f64, lexical: f64, share: f64) -> f64 {
 ///   held-out sensitive records under it, none of them self-harm
 ///   records, and overrode an identifier the rules had found).
 /// - When several fire, a safety record wins (the head's, else the
-///   rules'), then the rules' identifier, then the head's category.
+///   rules'), then the rules' identifier, then the rules' content, then
+///   the head's category.
 pub fn detect(
     text: &str,
     record: Option<&[f64]>,
@@ -310,6 +313,19 @@ pub fn detect(
             sentence_of(f.start, f.end),
             format!("rules:{}", f.rule),
         )
+    });
+    // Then sensitive content said in so many words (a tax audit, a
+    // lawyer's letter, a kink dating profile), in its own category.
+    let rule = rule.or_else(|| {
+        rules.find_content(text).map(|f| {
+            found(
+                text,
+                f.category,
+                1.0,
+                sentence_of(f.start, f.end),
+                format!("rules:{}", f.rule),
+            )
+        })
     });
     rule.or(model)
 }

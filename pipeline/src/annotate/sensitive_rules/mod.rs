@@ -20,6 +20,7 @@
 use regex::Regex;
 
 mod checks;
+pub mod content;
 mod patterns;
 #[cfg(test)]
 mod tests;
@@ -33,7 +34,9 @@ pub use checks::{iban_valid, luhn_valid, verhoeff_valid};
 use patterns::*;
 
 /// What a rule detects: a secret (`credential.*`), an identifier
-/// (`identifier.*`) or a statement of self-harm (`safety.*`).
+/// (`identifier.*`), a statement of self-harm (`safety.*`), or sensitive
+/// content said in so many words (`financial.*`, `legal.*`, `sexual.*`;
+/// [`content`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Category {
     /// A password, PIN, code, key or security answer.
@@ -42,6 +45,12 @@ pub enum Category {
     Identifier,
     /// A statement of self-harm or suicidal thoughts.
     Safety,
+    /// A tax audit or undeclared income.
+    Financial,
+    /// A lawyer's letter or a wrongful dismissal.
+    Legal,
+    /// A kink or BDSM dating profile.
+    Sexual,
 }
 
 impl Category {
@@ -51,6 +60,9 @@ impl Category {
             Category::Credential => "credential",
             Category::Identifier => "identifier",
             Category::Safety => "safety",
+            Category::Financial => "financial",
+            Category::Legal => "legal",
+            Category::Sexual => "sexual",
         }
     }
 
@@ -59,6 +71,9 @@ impl Category {
         match self {
             Category::Credential | Category::Identifier => "credentials_pii",
             Category::Safety => crate::vocab::SAFETY_CATEGORY,
+            Category::Financial => "finances_debt",
+            Category::Legal => "legal_trouble",
+            Category::Sexual => "sexual",
         }
     }
 }
@@ -66,7 +81,7 @@ impl Category {
 /// A named rule: its id (`<category>.<name>`, stable: a finding carries
 /// it into the annotation's detector, `rules:<id>`), its category, and the
 /// kind of finding it makes (`password`, `card_number`, ...; `safety` for
-/// the safety statements).
+/// the safety statements, `content` for the content statements).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NamedRule {
     /// The rule's id.
@@ -106,12 +121,16 @@ const OWN_RULES: &[(&str, &str)] = &[
 ];
 
 /// Every named rule: the identifier and credential rules of this module,
-/// the named credential rules ([`crate::annotate::credential_rules`]) and
-/// the safety statements ([`crate::annotate::safety_rules`]).
+/// the named credential rules ([`crate::annotate::credential_rules`]), the
+/// safety statements ([`crate::annotate::safety_rules`]) and the content
+/// statements ([`content`]).
 pub fn named_rules() -> Vec<NamedRule> {
     let category = |id: &str| match id.split('.').next() {
         Some("identifier") => Category::Identifier,
         Some("safety") => Category::Safety,
+        Some("financial") => Category::Financial,
+        Some("legal") => Category::Legal,
+        Some("sexual") => Category::Sexual,
         _ => Category::Credential,
     };
     OWN_RULES
@@ -119,6 +138,7 @@ pub fn named_rules() -> Vec<NamedRule> {
         .copied()
         .chain(crate::annotate::credential_rules::named())
         .chain(crate::annotate::safety_rules::rule_ids().map(|id| (id, "safety")))
+        .chain(content::rule_ids().map(|id| (id, "content")))
         .map(|(id, kind)| NamedRule {
             id,
             category: category(id),
@@ -200,6 +220,9 @@ pub struct Rules {
     /// `user / password` pair, a passphrase, a connection string, a
     /// security answer ([`crate::annotate::credential_rules`]).
     credentials: crate::annotate::credential_rules::CredentialRules,
+    /// Sensitive content said in so many words: a tax audit, a lawyer's
+    /// letter, a kink dating profile ([`content`]).
+    content: content::ContentRules,
 }
 
 impl Default for Rules {
@@ -268,6 +291,7 @@ impl Rules {
             public_ctx: re(PUBLIC_CONTEXT),
             safety: crate::annotate::safety_rules::SafetyRules::new(),
             credentials: crate::annotate::credential_rules::CredentialRules::new(),
+            content: content::ContentRules::new(),
         }
     }
 
@@ -275,6 +299,13 @@ impl Rules {
     /// ([`crate::annotate::safety_rules`]).
     pub fn find_safety(&self, text: &str) -> Option<crate::annotate::safety_rules::SafetyFinding> {
         self.safety.find(text)
+    }
+
+    /// The first statement of sensitive content in the text: a tax audit,
+    /// a lawyer's letter, a kink dating profile ([`content`]). Not a
+    /// secret: nothing of it is masked.
+    pub fn find_content(&self, text: &str) -> Option<content::ContentFinding> {
+        self.content.find(text)
     }
 
     /// Every finding, in text order, non-overlapping.

@@ -562,6 +562,27 @@ fn a_rule_a_guest_network_or_a_pin_in_a_drawer_is_not_a_written_secret() {
 /// One text per named rule that the rule, and only it, finds: (rule id,
 /// text, the words it finds).
 const EXAMPLES: &[(&str, &str, &str)] = &[
+    (
+        "financial.tax_audit",
+        "we're under a tax audit this spring",
+        "a tax audit",
+    ),
+    (
+        "financial.undeclared_income",
+        "over the unreported cash sales",
+        "unreported cash sales",
+    ),
+    (
+        "legal.attorney_letter",
+        "got an attorney's letter about it",
+        "an attorney's letter about",
+    ),
+    (
+        "legal.wrongful_termination",
+        "my wrongful termination claim",
+        "wrongful termination",
+    ),
+    ("sexual.kink_profile", "met him on FetLife", "FetLife"),
     ("credential.password", "the password is hunter2.", "hunter2"),
     (
         "credential.pass_colon",
@@ -895,7 +916,13 @@ const EXAMPLES: &[(&str, &str, &str)] = &[
 /// (rule id, words) of what the rules find in `text`: the safety
 /// statement for a `safety.*` example, every finding otherwise.
 fn fired(rules: &Rules, id: &str, text: &str) -> Vec<(&'static str, String)> {
-    if id.starts_with("safety.") {
+    if is_content(id) {
+        rules
+            .find_content(text)
+            .map(|f| (f.rule, text[f.start..f.end].to_string()))
+            .into_iter()
+            .collect()
+    } else if id.starts_with("safety.") {
         rules
             .find_safety(text)
             .map(|f| (f.rule, text[f.start..f.end].to_string()))
@@ -908,6 +935,11 @@ fn fired(rules: &Rules, id: &str, text: &str) -> Vec<(&'static str, String)> {
             .map(|f| (f.rule, text[f.start..f.end].to_string()))
             .collect()
     }
+}
+
+/// Whether `id` is a content rule's ([`super::content`]).
+fn is_content(id: &str) -> bool {
+    super::content::rule_ids().any(|c| c == id)
 }
 
 // Each named rule finds its example, and its finding carries its id.
@@ -942,7 +974,10 @@ fn every_rule_has_one_id_a_category_and_an_example() {
     examples.sort_unstable();
     assert_eq!(examples, ids, "one example per named rule");
     let rules = Rules::new();
-    for &(id, text, _) in EXAMPLES.iter().filter(|e| !e.0.starts_with("safety.")) {
+    for &(id, text, _) in EXAMPLES
+        .iter()
+        .filter(|e| !e.0.starts_with("safety.") && !is_content(e.0))
+    {
         let kind = named.iter().find(|r| r.id == id).map(|r| r.kind);
         for f in rules.find(text) {
             assert_eq!(Some(f.kind), kind, "{id}: {text}");
@@ -953,4 +988,16 @@ fn every_rule_has_one_id_a_category_and_an_example() {
         crate::vocab::SAFETY_CATEGORY
     );
     assert_eq!(Category::Identifier.sensitive_category(), "credentials_pii");
+    // A content rule gives its own category, one of the vocabulary's, and
+    // the credential rules find nothing in its example (it is not masked).
+    for &(id, text, _) in EXAMPLES.iter().filter(|e| is_content(e.0)) {
+        let r = named.iter().find(|r| r.id == id).expect("named");
+        let f = rules.find_content(text).expect("found");
+        assert_eq!(f.category, r.category.sensitive_category(), "{id}");
+        assert!(
+            crate::vocab::SENSITIVE_CATEGORIES.contains(&f.category),
+            "{id}"
+        );
+        assert!(rules.find(text).is_empty(), "{id}: {text}");
+    }
 }
