@@ -78,7 +78,7 @@ pub(super) fn train_affect_head(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Head, LearnError> {
     let curated = &data.curated_labels;
-    if cfg.curated.is_some() {
+    if data.curated_decisions > 0 {
         progress(&format!(
             "curated: {} affect examples (the curator's affect, else the annotated one; not usable: {})",
             curated.affect.len(),
@@ -143,7 +143,7 @@ pub(super) fn train_intensity_head(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Bagged, LearnError> {
     let curated = &data.curated_labels;
-    if !curated.intensity.is_empty() || !curated.affect.is_empty() {
+    if data.curated_decisions > 0 {
         progress(&format!(
             "curated: {} intensity examples (the curator's intensity, else the annotated one; not usable: {})",
             curated.intensity.len(),
