@@ -622,7 +622,7 @@ fn annotations_made_elsewhere_still_get_the_sensitive_rules() {
             );
         }
         let detectors = env.receipt()["annotator"]["sensitive_detectors"].clone();
-        assert_eq!(detectors, json!(["rules:sensitive-rules-13"]), "{flag}");
+        assert_eq!(detectors, json!(["rules:sensitive-rules-14"]), "{flag}");
     }
 }
 
@@ -838,4 +838,146 @@ fn detected_secrets_are_masked_in_every_table_and_report() {
             .unwrap()
             .contains(secret)
     );
+}
+
+/// Sensitive content the model was seen to miss, said in so many words (a
+/// tax audit over unreported cash sales, an attorney's letter about a
+/// wrongful termination, a kink dating profile), is found by a named rule
+/// under any annotator: the record is quarantined, and the `sensitive`
+/// table names the rule and the category. Text that only shares their
+/// words is promoted.
+#[test]
+fn tax_audits_attorney_letters_and_kink_profiles_are_found_by_named_rules() {
+    let found = [
+        (
+            "t-audit",
+            "Accountant rang: we're facing a tax audit over the market stall's unreported cash sales.",
+            "finances_debt",
+            "rules:financial.tax_audit",
+        ),
+        (
+            "t-irs",
+            "The IRS is auditing us for 2023, all because of the cash jobs.",
+            "finances_debt",
+            "rules:financial.tax_audit",
+        ),
+        (
+            "t-cash",
+            "Nobody knows about the undeclared income from the weekend catering.",
+            "finances_debt",
+            "rules:financial.undeclared_income",
+        ),
+        (
+            "l-letter",
+            "Opened an attorney's letter about my firing from Brightline today.",
+            "legal_trouble",
+            "rules:legal.attorney_letter",
+        ),
+        (
+            "l-from",
+            "A letter from my employment lawyer says the company has 14 days to answer.",
+            "legal_trouble",
+            "rules:legal.attorney_letter",
+        ),
+        (
+            "l-wrongful",
+            "Filed the claim: wrongful termination, they fired me a week after I reported the leak.",
+            "legal_trouble",
+            "rules:legal.wrongful_termination",
+        ),
+        (
+            "s-profile",
+            "Rewrote my dating profile tonight: kinky, switch, looking for someone patient.",
+            "sexual",
+            "rules:sexual.kink_profile",
+        ),
+        (
+            "s-bdsm",
+            "Went to my first BDSM munch with Ria, less scary than I thought.",
+            "sexual",
+            "rules:sexual.kink_profile",
+        ),
+        (
+            "s-kinks",
+            "Listed my kinks on the Feeld profile so nobody is surprised.",
+            "sexual",
+            "rules:sexual.kink_profile",
+        ),
+    ];
+    let harmless = [
+        (
+            "h-code",
+            "I audited the tax module's code before the release.",
+        ),
+        (
+            "h-ag",
+            "The attorney general said on the news that the law will change.",
+        ),
+        ("h-hose", "Replaced a kinked garden hose in the back yard."),
+        (
+            "h-kinks",
+            "Still working out the kinks in the app before the launch.",
+        ),
+        (
+            "h-demand",
+            "The lawyer's letter of demand gives the client until the 24th to pay.",
+        ),
+    ];
+    let env = Env::new();
+    let all: Vec<(&str, &str)> = found
+        .iter()
+        .map(|(id, t, _, _)| (*id, *t))
+        .chain(harmless)
+        .collect();
+    env.jsonl(
+        "records.jsonl",
+        &all.iter().map(|(id, t)| record(id, t)).collect::<Vec<_>>(),
+    );
+    let lines: Vec<Value> = all
+        .iter()
+        .map(|(id, t)| {
+            annotation(
+                id,
+                vec![tag("preference", 0.97, t, t)],
+                vec![],
+                ("neutral", 0.95),
+                ("medium", 0.95),
+            )
+        })
+        .collect();
+    env.jsonl("annotations.jsonl", &lines);
+    env.run(&[
+        "--input",
+        "records.jsonl",
+        "--annotations",
+        "annotations.jsonl",
+        "--staging",
+        "staging",
+    ])
+    .ok();
+    let sensitive = env.table("sensitive");
+    let quarantine = env.table("quarantine");
+    for (id, _, category, detector) in found {
+        let rows = by(&sensitive, "record_id", id);
+        assert_eq!(rows.len(), 1, "{id}: {sensitive:?}");
+        assert_eq!(rows[0]["detector"], detector, "{id}");
+        assert_eq!(rows[0]["category"], category, "{id}");
+        let queued = by(&quarantine, "record_id", id);
+        assert!(!queued.is_empty(), "{id}: not quarantined");
+        for r in queued {
+            assert!(
+                reasons(r).contains(&"sensitive_boundary_or_safety_record".to_string()),
+                "{id}: {r:?}"
+            );
+            assert!(
+                r["detail"].as_str().unwrap_or("").contains(detector),
+                "{id}: {detector}"
+            );
+        }
+    }
+    let promoted = env.table("promoted_tags");
+    for (id, _) in harmless {
+        assert!(by(&sensitive, "record_id", id).is_empty(), "{id}");
+        assert_eq!(by(&promoted, "record_id", id).len(), 1, "{id}");
+    }
 }
