@@ -349,3 +349,117 @@ fn an_edge_without_a_target_is_quarantined() {
             .contains("edge has no target node")
     );
 }
+
+/// A decisions line for item `item` of the run LATEST names.
+fn decided(item: &str, decision: &str, label: &str) -> Value {
+    json!({"item_id": item, "decision": decision, "label": label,
+           "curator": "rosa", "decided_at": "2026-12-01T08:00:00Z"})
+}
+
+#[test]
+fn a_curators_quote_lands_as_the_records_bytes_and_bad_offsets_name_their_field() {
+    let ann = annotation(
+        "r1",
+        vec![
+            tag("preference", 0.5, T, Q),
+            tag("emotion", 0.5, T, "I felt ignored"),
+        ],
+        vec![edge("r1", "preference", "user:sam", 0.5, T, Q)],
+        ("neutral", 0.9),
+        ("medium", 0.9),
+    );
+    let (env, _, _, q) = one(record("r1", T), ann);
+    assert_eq!(q.len(), 3, "{q:?}");
+    let quote = "I felt ignored — again.";
+    let start = T.find(quote).unwrap();
+    let end = start + quote.len();
+    let dash = T.find('—').unwrap();
+    let with = |mut line: Value, s: Value, e: Value| {
+        line["quote_start"] = s;
+        line["quote_end"] = e;
+        line
+    };
+    let tag0 = || decided("r1#tag0", "relabel", "emotion");
+    let mut alone = tag0();
+    alone["quote_start"] = json!(start);
+    let lines = [
+        with(tag0(), json!(start), json!(end)),
+        with(
+            decided("r1#edge0", "accept", "preference"),
+            json!(0),
+            json!(16),
+        ),
+        decided("r1#tag1", "accept", "emotion"),
+        alone,
+        with(tag0(), json!(start + 5), json!(start + 2)),
+        with(tag0(), json!(start), json!(start)),
+        with(tag0(), json!(start), json!(T.len() + 1)),
+        with(tag0(), json!(dash + 1), json!(end)),
+        with(tag0(), json!(start), json!("65")),
+        with(tag0(), json!(start as f64 + 0.5), json!(end)),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    env.write("decisions.jsonl", &text);
+    let ran = env.cmd(
+        "curate",
+        &["apply", "decisions.jsonl", "--staging", "staging"],
+    );
+    assert_eq!(ran.code, 1, "{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.stdout
+            .contains("10 lines: 3 new, 0 updated, 0 already applied, 7 not applied"),
+        "{}",
+        ran.stdout
+    );
+    for expected in [
+        "line 4 (r1#tag0): quote_end: missing",
+        "line 5 (r1#tag0): quote_end: ",
+        "line 6 (r1#tag0): quote_end: ",
+        "line 7 (r1#tag0): quote_end: ",
+        "line 8 (r1#tag0): quote_start: ",
+        "line 9 (r1#tag0): quote_end: quote_end: expected a non-negative integer",
+        "line 10 (r1#tag0): quote_start: quote_start: expected a non-negative integer",
+    ] {
+        assert!(ran.stderr.contains(expected), "{expected}\n{}", ran.stderr);
+    }
+    assert!(ran.stderr.contains("past the end"), "{}", ran.stderr);
+    assert!(ran.stderr.contains("multi-byte"), "{}", ran.stderr);
+
+    let curated = read_table(&env.staging().join("curated/curated.parquet"));
+    assert_eq!(curated.len(), 3);
+    let row = |id: &str| by(&curated, "item_id", id)[0].clone();
+    let tag = row("r1#tag0");
+    // The curator's quote is the record's exact bytes; the model's stays.
+    assert_eq!(tag["decided_quote"], quote);
+    assert_eq!(
+        tag["decided_quote"].as_str().unwrap().as_bytes(),
+        &T.as_bytes()[start..end]
+    );
+    assert_eq!(tag["decided_quote_start"], start as u64);
+    assert_eq!(tag["decided_quote_end"], end as u64);
+    assert_eq!(tag["source_quote"], Q);
+    assert_eq!(tag["label"], "emotion");
+    let edge = row("r1#edge0");
+    assert_eq!(edge["decided_quote"], "Sam and I agreed");
+    assert_eq!(edge["source_quote"], Q);
+    let kept = row("r1#tag1");
+    assert_eq!(kept["decided_quote"], Value::Null);
+    assert_eq!(kept["decided_quote_start"], Value::Null);
+    assert_eq!(kept["source_quote"], "I felt ignored");
+
+    // A different quote for the same item is an update, the same one nothing.
+    let again = with(tag0(), json!(0), json!(16));
+    env.write("again.jsonl", format!("{again}\n{}\n", lines[0]));
+    let ran = env.cmd("curate", &["apply", "again.jsonl", "--staging", "staging"]);
+    assert!(
+        ran.stdout.contains("2 lines: 0 new, 2 updated"),
+        "{}{}",
+        ran.stdout,
+        ran.stderr
+    );
+    let curated = read_table(&env.staging().join("curated/curated.parquet"));
+    assert_eq!(
+        by(&curated, "item_id", "r1#tag0")[0]["decided_quote"],
+        quote
+    );
+}

@@ -12,6 +12,7 @@ use crate::stage::tables::Quarantine;
 use crate::vocab::TOM_KINDS;
 
 use super::curated::*;
+use super::quote::{DecidedQuote, decided_quote};
 
 /// Quarantined items by run (None: no such run), then by item id.
 type RunItems = HashMap<String, Option<HashMap<String, Map<String, Value>>>>;
@@ -259,6 +260,9 @@ struct DecisionFields {
     affect: Option<String>,
     intensity: Option<String>,
     bulk: bool,
+    /// The curator's quote offsets, as written (checked against the record).
+    quote_start: Option<Value>,
+    quote_end: Option<Value>,
     target_node: Option<String>,
     curator: Option<String>,
     note: Option<String>,
@@ -306,6 +310,8 @@ fn decision_fields(line: &str) -> Result<DecisionFields, LineFault> {
         affect: field("affect")?,
         intensity: field("intensity")?,
         bulk,
+        quote_start: object.get("quote_start").cloned(),
+        quote_end: object.get("quote_end").cloned(),
         target_node: field("target_node")?,
         curator: field("curator")?,
         note: field("note")?,
@@ -554,6 +560,7 @@ struct Decided {
     note: Option<String>,
     affect: Option<String>,
     intensity: Option<String>,
+    quote: Option<DecidedQuote>,
     bulk: bool,
 }
 
@@ -602,6 +609,9 @@ fn curated_row(
         confidence: number_field(quarantined, "confidence"),
         affect_confidence: number_field(quarantined, "affect_confidence"),
         intensity_confidence: number_field(quarantined, "intensity_confidence"),
+        decided_quote_start: decided.quote.as_ref().map(|q| q.start),
+        decided_quote_end: decided.quote.as_ref().map(|q| q.end),
+        decided_quote: decided.quote.map(|q| q.text),
         bulk: decided.bulk,
     }
 }
@@ -650,6 +660,14 @@ fn decide_item(
     let (label, target_node) =
         decided_label_and_target(&signature.decision, &fields, &original, &nodes, item)?;
     let (affect, intensity) = decided_affect_and_intensity(&fields, &original, item)?;
+    // A tag's quote, or an edge's evidence: a real span of the record.
+    let record_text = text_field(quarantined, "record_text").unwrap_or_default();
+    let quote = decided_quote(
+        fields.quote_start.as_ref(),
+        fields.quote_end.as_ref(),
+        &record_text,
+    )
+    .map_err(|(field, message)| fault(item, field, message))?;
     let decided = Decided {
         run_id,
         item_id,
@@ -659,6 +677,7 @@ fn decide_item(
         note: fields.note,
         affect,
         intensity,
+        quote,
         bulk: fields.bulk,
     };
     Ok(curated_row(

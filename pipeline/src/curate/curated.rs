@@ -166,6 +166,12 @@ pub struct CuratedRow {
     pub affect_confidence: Option<f64>,
     /// The model's confidence in the intensity, as queued.
     pub intensity_confidence: Option<f64>,
+    /// The curator's quote start byte (`None`: the queued quote stands).
+    pub decided_quote_start: Option<u64>,
+    /// The curator's quote end byte (exclusive).
+    pub decided_quote_end: Option<u64>,
+    /// The record's text between the curator's offsets.
+    pub decided_quote: Option<String>,
     /// Decided in bulk ("accept all N shown").
     pub bulk: bool,
 }
@@ -190,6 +196,7 @@ impl CuratedRow {
             &self.note,
             &self.decided_at,
             (&self.decided_affect, &self.decided_intensity, self.bulk),
+            (self.decided_quote_start, self.decided_quote_end),
         ) == (
             &other.decision,
             &other.label,
@@ -198,6 +205,7 @@ impl CuratedRow {
             &other.note,
             &other.decided_at,
             (&other.decided_affect, &other.decided_intensity, other.bulk),
+            (other.decided_quote_start, other.decided_quote_end),
         )
     }
 }
@@ -281,6 +289,9 @@ impl Curated {
                 affect_confidence: number_field(&m, "affect_confidence"),
                 intensity_confidence: number_field(&m, "intensity_confidence"),
                 bulk: count_field(&m, "bulk") == Some(1),
+                decided_quote_start: count_field(&m, "decided_quote_start"),
+                decided_quote_end: count_field(&m, "decided_quote_end"),
+                decided_quote: text_field(&m, "decided_quote"),
             };
             c.rows
                 .insert((row.run_id.clone(), row.item_id.clone()), row);
@@ -370,6 +381,9 @@ impl Curated {
                 affect_confidence: r.affect_confidence,
                 intensity_confidence: r.intensity_confidence,
                 bulk: u64::from(r.bulk),
+                decided_quote_start: r.decided_quote_start,
+                decided_quote_end: r.decided_quote_end,
+                decided_quote: r.decided_quote.as_deref(),
             })?;
         }
         table.close()?;

@@ -11,6 +11,7 @@
 
 mod apply;
 mod curated;
+mod quote;
 mod status;
 
 pub use apply::{MAX_DECISION_LINE, apply};

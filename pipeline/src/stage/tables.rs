@@ -506,6 +506,12 @@ row! {
         pub intensity_confidence: Option<f64>,
         /// 1: decided in bulk ("accept all N shown"); 0: one by one.
         pub bulk: u64,
+        /// The curator's quote start byte (null: the queued quote stands).
+        pub decided_quote_start: Option<u64>,
+        /// The curator's quote end byte.
+        pub decided_quote_end: Option<u64>,
+        /// The record's text between the curator's offsets.
+        pub decided_quote: Option<&'a str>,
     }
 }
 
@@ -751,7 +757,7 @@ mod tests {
         assert_eq!(names::<PromotedTags>().len(), 19);
         assert_eq!(names::<PromotedEdges>().len(), 16);
         assert_eq!(names::<Sensitive>().len(), 16);
-        assert_eq!(names::<CuratedDecisions>().len(), 30);
+        assert_eq!(names::<CuratedDecisions>().len(), 33);
         let quarantine = names::<Quarantine>();
         assert_eq!(
             &quarantine[..5],

@@ -262,7 +262,8 @@ pub(super) fn curated_set(rows: &[crate::curate::CuratedRow]) -> CuratedSet {
         c.texts.push(r.record_text.clone());
         c.targets.push(target.clone());
         c.group.push(g);
-        if let Some(q) = &r.source_quote
+        // The curator's quote, when set, replaces the queued one.
+        if let Some(q) = r.decided_quote.as_ref().or(r.source_quote.as_ref())
             && !q.trim().is_empty()
             && q.trim() != r.record_text.trim()
         {
@@ -310,7 +311,8 @@ pub(super) fn curated_labels(rows: &[crate::curate::CuratedRow]) -> CuratedLabel
             continue;
         }
         let mut texts = vec![r.record_text.as_str()];
-        if let Some(q) = &r.source_quote
+        // The curator's quote, when set, replaces the queued one.
+        if let Some(q) = r.decided_quote.as_ref().or(r.source_quote.as_ref())
             && !q.trim().is_empty()
             && q.trim() != r.record_text.trim()
         {
