@@ -185,8 +185,11 @@ fn every_kind_of_bad_input_is_reported_where_it_is_and_the_rest_is_processed() {
     assert!(out.status.success(), "{stdout}\n{stderr}");
     eprintln!("peak RSS {peak} KiB over {samples} samples");
     assert!(samples > 0, "the run was never seen running");
+    // The line alone is 50 MiB; the binary's own footprint (the compiled
+    // rule sets, the parquet readers) is about 33 MiB in a debug build and
+    // less in a release one, so a run that held the line would pass 80 MiB.
     assert!(
-        peak < 40 * 1024,
+        peak < 64 * 1024,
         "peak RSS {peak} KiB: the {huge_len}-byte line was held in memory"
     );
 
