@@ -1197,6 +1197,14 @@ fn train_curated_learns_affect_and_intensity_from_the_decisions() {
     let per_head = &card["training_data"]["curated_examples_per_head"];
     assert_eq!(per_head["affect"], examples, "{per_head}");
     assert_eq!(per_head["intensity"], examples, "{per_head}");
+    // Each curated example counts as --curated-weight rows (default 10).
+    assert_eq!(card["training_data"]["curated_weight"], 10);
+    assert!(
+        stderr.contains(&format!(
+            "curated: {examples} affect examples, each 10 training rows"
+        )),
+        "{stderr}"
+    );
     // tom_kind also learns from the rejection.
     assert!(
         per_head["tom_kind"].as_u64().unwrap() > examples as u64,

@@ -238,6 +238,11 @@ pub struct TrainArgs {
     /// rejected ones as negatives of their kind.
     #[arg(long)]
     pub curated: Option<PathBuf>,
+    /// How many training rows each curated example counts for in the
+    /// kind, affect and intensity heads: a writer's hundred decisions
+    /// among thousands of general rows teach nothing at weight 1.
+    #[arg(long, default_value_t = tomlite::train::DEFAULT_CURATED_WEIGHT, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub curated_weight: u32,
 }
 
 /// `tomlite eval` flags.

@@ -486,6 +486,7 @@ pub fn train_config(args: TrainArgs) -> Result<TrainConfig, Failure> {
             .nodes
             .or_else(|| Some(repo_path("data/training/nodes.jsonl")).filter(|path| path.exists())),
         curated: args.curated,
+        curated_weight: args.curated_weight as usize,
         cache: train_cache(args.cache),
         finetune,
         adapters_from: args.adapters,

@@ -13,7 +13,7 @@ use crate::train::config::TrainConfig;
 use crate::train::data::{TrainingData, affect_labels};
 use crate::train::embed_cache::Embedded;
 use crate::train::error::LearnError;
-use crate::train::fit::affect_mlp;
+use crate::train::fit::{affect_mlp, curated_weight, repeated, repeated_rows};
 use crate::train::split::is_calibration;
 use crate::vocab::TOM_KINDS;
 
@@ -138,13 +138,14 @@ pub(super) fn calibrate_affect(
     // training rows, never calibration rows).
     let mut labels = affect_labels(&data.goemotions.train);
     labels.extend(kept.iter().map(|&i| set.affect[i]));
-    labels.extend(&data.curated_labels.affect);
+    let w = curated_weight(data);
+    labels.extend(repeated(&data.curated_labels.affect, w));
     let without_slice = affect_mlp(
         cfg,
         &Rows::concat(&[
             &embedded.goemotions_train,
             &rows_of(&kept)?,
-            &embedded.curated_affect,
+            &repeated_rows(&embedded.curated_affect, w)?,
         ])?,
         &labels,
         &mut |_, _| {},

@@ -134,6 +134,7 @@ pub(super) fn training_data_figures(cfg: &TrainConfig, data: &TrainingData) -> s
         "goemotions_train_cap": cfg.max_goemotions,
         "goemotions_dev": data.goemotions.dev.len(),
         "curated_examples": data.curated.texts.len(),
+        "curated_weight": data.curated_weight,
         "curated_examples_per_head": {
             "tom_kind": data.curated.texts.len(),
             "affect": data.curated_labels.affect.len(),

@@ -34,6 +34,9 @@ pub struct TrainConfig {
     pub nodes: Option<PathBuf>,
     /// A staging directory whose curated decisions become examples.
     pub curated: Option<PathBuf>,
+    /// How many training rows each curated example counts for in the
+    /// kind, affect and intensity heads (its copies stay in one bag).
+    pub curated_weight: usize,
     /// Fine-tune the encoder first (`None`: frozen encoder).
     pub finetune: Option<FineTuneConfig>,
     /// Fit the heads on the encoder with an earlier run's adapters (the
@@ -84,6 +87,11 @@ impl Default for FineTuneConfig {
         }
     }
 }
+
+/// How many training rows a curated example counts for by default. On
+/// the held-out style `coach_session_notes` (`scripts/curator-sim`), see
+/// docs/curator.md for the curve.
+pub const DEFAULT_CURATED_WEIGHT: u32 = 10;
 
 /// Folder of the fine-tuning checkpoint, inside the output folder.
 pub const CHECKPOINT_DIR: &str = "checkpoint";

@@ -29,6 +29,8 @@ pub(super) struct TrainingData {
     pub(super) goemotions: GoEmotions,
     /// How many curated decisions were read.
     pub(super) curated_decisions: usize,
+    /// How many training rows each curated example counts for.
+    pub(super) curated_weight: usize,
     /// The tom_kind examples of the curated decisions.
     pub(super) curated: CuratedSet,
     /// The affect and intensity examples of the curated decisions.
@@ -95,6 +97,7 @@ pub(super) fn read_training_data(
         curated: curated_set(&curated_rows),
         curated_labels: curated_labels(&curated_rows),
         curated_decisions: curated_rows.len(),
+        curated_weight: cfg.curated_weight,
         data_hashes: data_hashes(cfg)?,
         sensitivity: crate::train::sensitive::read_all(&cfg.sensitivity_files)?,
         train_records,

@@ -33,6 +33,7 @@ pub(super) fn train_tom_head(
     losses: &mut EpochLosses,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Bagged, LearnError> {
+    let weight = curated_weight(data);
     let spec = HeadSpec {
         wording_cues: false,
         name: "tom_kind".into(),
@@ -47,16 +48,18 @@ pub(super) fn train_tom_head(
         embedded.tom_train.clone()
     } else {
         progress(&format!(
-            "curated: {} decisions give {} tom_kind examples ({:?})",
+            "curated: {} decisions give {} tom_kind examples, each {} training rows ({:?})",
             data.curated_decisions,
             curated.texts.len(),
+            weight,
             curated.stats
         ));
         let curated_x = embed(encoder, &refs(&curated.texts), "curated", cache, progress)?;
         let offset = train_set.group.iter().max().map_or(0, |g| g + 1);
-        targets.extend(curated.targets.iter().cloned());
-        group.extend(curated.group.iter().map(|g| g + offset));
-        Rows::concat(&[&embedded.tom_train, &curated_x])?
+        let w = weight;
+        targets.extend(repeated(&curated.targets, w));
+        group.extend(repeated(&curated.group, w).map(|g| g + offset));
+        Rows::concat(&[&embedded.tom_train, &repeated_rows(&curated_x, w)?])?
     };
     Ok(train_bagged(
         &spec,
@@ -80,19 +83,21 @@ pub(super) fn train_affect_head(
     let curated = &data.curated_labels;
     if data.curated_decisions > 0 {
         progress(&format!(
-            "curated: {} affect examples (the curator's affect, else the annotated one; not usable: {})",
+            "curated: {} affect examples, each {} training rows (the curator's affect, else the annotated one; not usable: {})",
             curated.affect.len(),
+            curated_weight(data),
             curated.not_usable.get("affect").copied().unwrap_or(0)
         ));
     }
+    let w = curated_weight(data);
     let embeddings = Rows::concat(&[
         &embedded.goemotions_train,
         &embedded.tom_train,
-        &embedded.curated_affect,
+        &repeated_rows(&embedded.curated_affect, w)?,
     ])?;
     let mut labels = affect_labels(&data.goemotions.train);
     labels.extend(&data.train_set.affect);
-    labels.extend(&curated.affect);
+    labels.extend(repeated(&curated.affect, w));
     affect_mlp(cfg, &embeddings, &labels, &mut |e, l| {
         losses.push(("affect".to_string(), e, l))
     })
@@ -145,17 +150,19 @@ pub(super) fn train_intensity_head(
     let curated = &data.curated_labels;
     if data.curated_decisions > 0 {
         progress(&format!(
-            "curated: {} intensity examples (the curator's intensity, else the annotated one; not usable: {})",
+            "curated: {} intensity examples, each {} training rows (the curator's intensity, else the annotated one; not usable: {})",
             curated.intensity.len(),
+            curated_weight(data),
             curated.not_usable.get("intensity").copied().unwrap_or(0)
         ));
     }
-    let x = Rows::concat(&[&cued.tom_train, &cued.curated_intensity])?;
+    let w = curated_weight(data);
+    let x = Rows::concat(&[&cued.tom_train, &repeated_rows(&cued.curated_intensity, w)?])?;
     let mut labels = data.train_set.intensity.clone();
-    labels.extend(&curated.intensity);
+    labels.extend(repeated(&curated.intensity, w));
     let offset = data.train_set.group.iter().max().map_or(0, |g| g + 1);
     let mut group = data.train_set.group.clone();
-    group.extend(curated.intensity_group.iter().map(|g| g + offset));
+    group.extend(repeated(&curated.intensity_group, w).map(|g| g + offset));
     let spec = HeadSpec {
         wording_cues: true,
         name: "intensity".into(),
@@ -174,6 +181,23 @@ pub(super) fn train_intensity_head(
         small,
         |_, e, l| losses.push(("intensity".to_string(), e, l)),
     )?)
+}
+
+/// How many rows each curated example counts for (at least one).
+pub(super) fn curated_weight(data: &TrainingData) -> usize {
+    data.curated_weight.max(1)
+}
+
+/// `items` `w` times over, in order: `w` copies of each curated example.
+/// A bagged head resamples by group, so every copy of an example shares
+/// its group and is in or out of a bag together.
+pub(super) fn repeated<T: Clone>(items: &[T], w: usize) -> impl Iterator<Item = T> + '_ {
+    (0..w).flat_map(move |_| items.iter().cloned())
+}
+
+/// `rows` `w` times over, in the order of [`repeated`].
+pub(super) fn repeated_rows(rows: &Rows, w: usize) -> Result<Rows, LearnError> {
+    Ok(Rows::concat(&vec![rows; w])?)
 }
 
 /// One line per head and epoch; a bagged head's loss is its members' mean.
@@ -295,4 +319,23 @@ pub(super) fn train_sensitive_head(
         small,
         progress,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn curated_copies_follow_each_other_and_keep_their_group() {
+        let group = [4usize, 4, 9];
+        let copies: Vec<usize> = repeated(&group, 3).collect();
+        assert_eq!(copies, [4, 4, 9, 4, 4, 9, 4, 4, 9]);
+        let rows = Rows::new(vec![1.0, 2.0, 3.0, 4.0], 2).unwrap();
+        let r = repeated_rows(&rows, 2).unwrap();
+        assert_eq!(r.len(), 4);
+        assert_eq!(r.row(2), rows.row(0));
+        assert_eq!(r.row(3), rows.row(1));
+        // Weight 1 is the rows themselves.
+        assert_eq!(repeated_rows(&rows, 1).unwrap().row(1), rows.row(1));
+    }
 }

@@ -51,7 +51,9 @@ use tomlite_models::heads::{Card, Heads, TrainOptions};
 
 use crate::train::calibrate::{calibrate_affect, calibrate_intensity, calibrate_tom, honest_rows};
 use crate::train::card::{CardInputs, add_card_figures, dev_metrics, heads_card};
-pub use crate::train::config::{CHECKPOINT_DIR, FineTuneConfig, TrainConfig};
+pub use crate::train::config::{
+    CHECKPOINT_DIR, DEFAULT_CURATED_WEIGHT, FineTuneConfig, TrainConfig,
+};
 use crate::train::data::read_training_data;
 use crate::train::embed_cache::embed_sets;
 pub use crate::train::error::LearnError;
