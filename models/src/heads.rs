@@ -384,6 +384,45 @@ impl Head {
     }
 }
 
+/// Writes one head and, optionally, a lexical model (tensors prefixed
+/// `lexical`) to a safetensors file: what a trainer caches between runs.
+/// The head's spec and temperature are the caller's to keep.
+pub fn save_head_file(
+    path: &Path,
+    head: &Head,
+    lexical: Option<&crate::lexical::Lexical>,
+) -> Result<(), Error> {
+    let mut ts = HashMap::new();
+    head.tensors(&mut ts);
+    if let Some(lexical) = lexical {
+        lexical.tensors(HEAD_FILE_LEXICAL, &mut ts)?;
+    }
+    candle_core::safetensors::save(&ts, path).map_err(|e| Error::Heads {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
+}
+
+/// Reads what [`save_head_file`] wrote: the head of `spec` (with
+/// `temperature`) and the lexical model when the file has one.
+pub fn load_head_file(
+    path: &Path,
+    spec: HeadSpec,
+    temperature: f64,
+) -> Result<(Head, Option<crate::lexical::Lexical>), Error> {
+    let ts = candle_core::safetensors::load(path, &Device::Cpu).map_err(|e| Error::Heads {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    Ok((
+        Head::from_tensors(spec, temperature, &ts, path)?,
+        crate::lexical::Lexical::from_tensors(HEAD_FILE_LEXICAL, &ts, path)?,
+    ))
+}
+
+/// The tensor-name prefix of a lexical model in a [`save_head_file`] file.
+const HEAD_FILE_LEXICAL: &str = "lexical";
+
 /// What the card says about one head.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HeadCard {

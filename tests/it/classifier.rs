@@ -128,10 +128,33 @@ fn train_writes_heads_and_a_card_that_eval_and_run_can_use() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let first = std::fs::read(env.path("heads/heads.safetensors")).unwrap();
+    let from_cache = "sensitive head and lexical model: read from the cache cache/sensitive-";
+    assert!(!stderr.contains(from_cache), "{stderr}");
+    assert!(stderr.contains("cross-validated"), "{stderr}");
     // A second run reads the embeddings back and reproduces the same heads.
+    // The sensitive model (which no curated decision changes, and whose
+    // cross-validation is most of a refit) comes from the cache whole.
     let again = train();
     let stderr2 = String::from_utf8_lossy(&again.stderr);
     assert!(stderr2.contains("read from the cache"), "{stderr2}");
+    assert!(stderr2.contains(from_cache), "{stderr2}");
+    assert!(!stderr2.contains("cross-validated"), "{stderr2}");
+    assert_eq!(
+        std::fs::read(env.path("heads/heads.safetensors")).unwrap(),
+        first
+    );
+    // An entry that cannot be read is trained again, to the same heads.
+    for e in std::fs::read_dir(env.path("cache")).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("sensitive-") && name.ends_with(".json") {
+            std::fs::write(&p, "{").unwrap();
+        }
+    }
+    let third = train();
+    let stderr3 = String::from_utf8_lossy(&third.stderr);
+    assert!(third.status.success(), "{stderr3}");
+    assert!(!stderr3.contains(from_cache), "{stderr3}");
     assert_eq!(
         std::fs::read(env.path("heads/heads.safetensors")).unwrap(),
         first

@@ -16,6 +16,7 @@ use crate::train::edges::{EdgeModel, EdgeTraining, train_edges};
 use crate::train::embed_cache::{Cued, Embedded, embed};
 use crate::train::error::LearnError;
 use crate::train::sensitive::{Trained, may_be_sensitive, train_head};
+use crate::train::sensitive_cache;
 use crate::train::split::is_calibration;
 use crate::vocab::{AFFECTS, INTENSITIES, TOM_KINDS};
 
@@ -304,21 +305,48 @@ pub(super) fn train_sensitive_head(
         .map(|r| r.text.as_str())
         .filter(|t| !may_be_sensitive(t))
         .collect();
-    train_head(
+    let source = cfg
+        .sensitivity_files
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let inputs = sensitive_cache::Inputs {
+        encoder,
+        records: &data.sensitivity,
+        negatives: &ordinary,
+        tunes_encoder: cfg.tunes_encoder(),
+        source: &source,
+        opts: small,
+    };
+    let cached = cfg
+        .cache
+        .as_deref()
+        .and_then(|dir| Some((dir, sensitive_cache::entry(dir, &inputs)?)));
+    if let Some((_, entry)) = &cached
+        && let Some(trained) = sensitive_cache::read(entry)
+    {
+        progress(&format!(
+            "sensitive head and lexical model: read from the cache {} (this build, the same encoder, sensitivity data and ordinary memories)",
+            entry.path().display()
+        ));
+        return Ok(Some(trained));
+    }
+    let trained = train_head(
         encoder,
         &data.sensitivity,
         &ordinary,
         // After fine-tuning, only the records the encoder did not see
         // give honest out-of-bag scores for the temperature.
         &|r: &SensitivityRecord| !cfg.tunes_encoder() || is_calibration(&r.id),
-        &cfg.sensitivity_files
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", "),
+        &source,
         small,
         progress,
-    )
+    )?;
+    if let (Some((dir, entry)), Some(t)) = (&cached, &trained) {
+        sensitive_cache::write(dir, entry, t)?;
+    }
+    Ok(trained)
 }
 
 #[cfg(test)]

@@ -38,6 +38,7 @@ mod finetune;
 mod fit;
 pub mod link_threshold;
 pub mod sensitive;
+mod sensitive_cache;
 pub mod split;
 pub mod style_cv;
 pub mod trade_off;
