@@ -150,7 +150,168 @@ fn decisions_apply_once_are_validated_by_line_and_stop_requeueing() {
     assert_eq!(td["curated_decisions"]["accepted"], 2);
     assert_eq!(td["curated_decisions"]["relabelled"], 1);
     assert_eq!(td["curated_decisions"]["rejected"], 1);
-    assert_eq!(td["curated_decisions"]["edges_not_used"], 1);
+    // The relabelled edge (an unknown person given a registry node, its
+    // relation kept) teaches the relation calibration and the person head.
+    assert_eq!(td["curated_decisions"]["edges"], 1);
+    assert_eq!(td["curated_decisions"]["edges_not_used"], 0);
+    let edges = &td["curated_examples_per_head"]["edges"];
+    assert_eq!(edges["relation"], 1, "{td}");
+    assert_eq!(edges["person"], 1, "{td}");
+    assert_eq!(edges["registry_link"], 0, "{td}");
+}
+
+/// P(relation right) at `p_kind` under a card's edge calibration.
+fn relation_at(card: &Value, p_kind: f64) -> f64 {
+    let w: Vec<f64> = card["edges"]["mention"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    let z = (p_kind / (1.0 - p_kind)).ln();
+    1.0 / (1.0 + (-(w[0] + w[1] * z)).exp())
+}
+
+fn trained_card(env: &Env, extra: &[&str], name: &str) -> (Value, String) {
+    let out = env.train_small(extra);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{stderr}");
+    std::fs::rename(env.path("heads"), env.path(name)).unwrap();
+    let card = std::fs::read(env.path(name).join("card.json")).unwrap();
+    (serde_json::from_slice(&card).unwrap(), stderr)
+}
+
+// `train --curated` learns the edge model from the curator's edge
+// decisions: accepted edges are right relations and right registry links,
+// a retargeted unknown person is a person, rejected edges are wrong in the
+// part the model doubts more; a memory link and a relation outside the
+// vocabulary teach nothing. Accepting relations does not lower P(relation
+// right) where they lie, rejecting them does not raise it.
+#[test]
+fn train_curated_learns_the_edge_model_from_edge_decisions() {
+    let env = Env::new();
+    let accepted_run = sample_into(&env, "staging");
+    let rejected_run = sample_into(&env, "rejected");
+    let registry_edges = [
+        "m-005#edge0",
+        "s-006#edge0",
+        "s-006#edge1",
+        "s-007#edge0",
+        "j-010#edge0",
+    ];
+    let mut accepted: Vec<Value> = registry_edges
+        .iter()
+        .map(|item| decision(&accepted_run, item, "accept", Value::Null, Value::Null))
+        .collect();
+    accepted.extend([
+        decision(
+            &accepted_run,
+            "j-008#edge0",
+            "relabel",
+            Value::Null,
+            json!("person:priya"),
+        ),
+        decision(
+            &accepted_run,
+            "m-010#edge0",
+            "relabel",
+            json!("relationship"),
+            json!("person:jonas"),
+        ),
+        decision(
+            &accepted_run,
+            "j-014#edge1",
+            "reject",
+            Value::Null,
+            Value::Null,
+        ),
+    ]);
+    let rejected: Vec<Value> = registry_edges
+        .iter()
+        .map(|item| decision(&rejected_run, item, "reject", Value::Null, Value::Null))
+        .collect();
+    env.jsonl("accepted.jsonl", &accepted);
+    env.jsonl("rejected.jsonl", &rejected);
+    for (file, staging) in [
+        ("accepted.jsonl", "staging"),
+        ("rejected.jsonl", "rejected"),
+    ] {
+        let applied = curate(&env, &["apply", file, "--staging", staging]);
+        assert_eq!(applied.code, 0, "{}{}", applied.stdout, applied.stderr);
+    }
+
+    let (base, _) = trained_card(&env, &[], "heads-base");
+    let (learned, stderr) = trained_card(&env, &["--curated", "staging"], "heads-accepted");
+    // Five accepted registry edges and the retargeted one give relation
+    // rows; the accepted ones whose mention the run's registry matches give
+    // link counts; the unknown person a person example.
+    assert!(
+        stderr.contains("curated: 8 edge decisions teach the edge model: 6 relation rows"),
+        "{stderr}"
+    );
+    let td = &learned["training_data"];
+    let edges = &td["curated_examples_per_head"]["edges"];
+    assert_eq!(edges["relation"], 6, "{td}");
+    assert_eq!(edges["person"], 1, "{td}");
+    let links = edges["registry_link"].as_u64().unwrap();
+    assert!((1..=5).contains(&links), "{td}");
+    assert_eq!(td["curated_decisions"]["edges"], 8, "{td}");
+    assert_eq!(td["curated_decisions"]["edges_not_used"], 2, "{td}");
+    assert_eq!(td["curated_edges_not_used"]["memory_link"], 1, "{td}");
+    assert_eq!(
+        td["curated_edges_not_used"]["relation_outside_vocabulary"], 1,
+        "{td}"
+    );
+    assert!(
+        stderr.contains(&format!("{links} registry-link counts, 1 person examples")),
+        "{stderr}"
+    );
+    // The model changed, in the direction the decisions say.
+    let person = |card: &Value| card["heads"][3]["metrics"]["curated"].clone();
+    assert_eq!(person(&learned)["relation"], 6);
+    let p_kind = person(&learned)["relation_mean_p_kind"].as_f64().unwrap();
+    assert_ne!(learned["edges"]["mention"], base["edges"]["mention"]);
+    assert!(
+        relation_at(&learned, p_kind) > relation_at(&base, p_kind),
+        "{} {} at {p_kind}",
+        learned["edges"]["mention"],
+        base["edges"]["mention"]
+    );
+    // Right links only: the registry-link priors do not fall.
+    for class in ["link_exact_case", "link_other_case"] {
+        let (l, b) = (
+            learned["edges"][class].as_f64().unwrap(),
+            base["edges"][class].as_f64().unwrap(),
+        );
+        assert!(l >= b, "{class}: {l} < {b}");
+    }
+
+    // The same edges rejected: each blames its relation or its link, and
+    // neither rises.
+    let (rejected_card, stderr) = trained_card(&env, &["--curated", "rejected"], "heads-rejected");
+    assert!(
+        stderr.contains("curated: 5 edge decisions teach the edge model"),
+        "{stderr}"
+    );
+    let used = person(&rejected_card);
+    assert_eq!(used["used"], 5, "{used}");
+    assert_eq!(
+        used["relation"].as_u64().unwrap() + used["registry_link"].as_u64().unwrap(),
+        5,
+        "{used}"
+    );
+    assert_eq!(used["person"], 0, "{used}");
+    assert_ne!(rejected_card["edges"], base["edges"]);
+    if let Some(p_kind) = used["relation_mean_p_kind"].as_f64() {
+        assert!(relation_at(&rejected_card, p_kind) < relation_at(&base, p_kind));
+    }
+    for class in ["link_exact_case", "link_other_case"] {
+        let (r, b) = (
+            rejected_card["edges"][class].as_f64().unwrap(),
+            base["edges"][class].as_f64().unwrap(),
+        );
+        assert!(r <= b, "{class}: {r} > {b}");
+    }
 }
 
 /// The sample, annotated from its annotations file, into staging directory `staging`.

@@ -10,6 +10,7 @@ use tomlite_models::heads::{Card, Head, HeadCard};
 use tomlite_models::metrics::{TagCalibration, classification_report, ece, multilabel_report};
 
 use crate::train::config::TrainConfig;
+use crate::train::curated_edges::CuratedEdgeUse;
 use crate::train::data::{TrainingData, affect_labels};
 use crate::train::edges::EdgeModel;
 use crate::train::embed_cache::{Cued, Embedded};
@@ -107,7 +108,7 @@ pub(super) fn heads_card(inputs: &CardInputs<'_>) -> Card {
     Card {
         encoder_sha256: inputs.encoder_sha256.to_string(),
         heads,
-        training_data: training_data_figures(inputs.cfg, inputs.data),
+        training_data: training_data_figures(inputs.cfg, inputs.data, &edge_model.curated),
         training: json!({
             "wording_cues": {"version": tomlite_models::cues::CUES_VERSION, "names": tomlite_models::cues::CUE_NAMES, "heads": ["intensity"]},
             "adapters_sha256": inputs.finetuned.map(|f| f.sha256.clone()),
@@ -123,7 +124,16 @@ pub(super) fn heads_card(inputs: &CardInputs<'_>) -> Card {
 }
 
 /// The card's `training_data`: files, split and example counts.
-pub(super) fn training_data_figures(cfg: &TrainConfig, data: &TrainingData) -> serde_json::Value {
+pub(super) fn training_data_figures(
+    cfg: &TrainConfig,
+    data: &TrainingData,
+    edges: &CuratedEdgeUse,
+) -> serde_json::Value {
+    let mut decisions = data.curated.stats.clone();
+    if edges.decisions > 0 {
+        decisions.insert("edges", edges.decisions);
+        decisions.insert("edges_not_used", edges.not_used.values().sum());
+    }
     json!({
         "files": data.data_hashes,
         "dev_split": format!("styles {} held out; records without a style: FNV-1a(id) % 100 < 15", HELD_OUT_STYLES.join(", ")),
@@ -139,9 +149,11 @@ pub(super) fn training_data_figures(cfg: &TrainConfig, data: &TrainingData) -> s
             "tom_kind": data.curated.texts.len(),
             "affect": data.curated_labels.affect.len(),
             "intensity": data.curated_labels.intensity.len(),
+            "edges": {"relation": edges.relation, "registry_link": edges.registry_link, "person": edges.person},
         },
+        "curated_edges_not_used": edges.not_used,
         "curated_not_usable_per_head": data.curated_labels.not_usable,
-        "curated_decisions": data.curated.stats,
+        "curated_decisions": decisions,
         "curated_from": cfg.curated.as_ref().map(|p| p.display().to_string()),
     })
 }

@@ -35,6 +35,8 @@ pub(super) struct TrainingData {
     pub(super) curated: CuratedSet,
     /// The affect and intensity examples of the curated decisions.
     pub(super) curated_labels: CuratedLabels,
+    /// The curated decisions on edges.
+    pub(super) curated_edges: crate::train::curated_edges::EdgeDecisions,
     /// sha256 of every data file.
     pub(super) data_hashes: BTreeMap<String, String>,
     /// Records labeled for sensitive content.
@@ -96,6 +98,7 @@ pub(super) fn read_training_data(
     Ok(TrainingData {
         curated: curated_set(&curated_rows),
         curated_labels: curated_labels(&curated_rows),
+        curated_edges: crate::train::curated_edges::edge_decisions(&curated_rows),
         curated_decisions: curated_rows.len(),
         curated_weight: cfg.curated_weight,
         data_hashes: data_hashes(cfg)?,
@@ -213,7 +216,7 @@ pub(super) fn tom_set(
 /// an example of its kind, a relabelled one of its new kind (the record
 /// and its quote each), a rejected one says only that its kind is wrong
 /// there (target 0 for that kind, the others left out of the loss).
-/// Edges are counted, not used: the heads learn no edges.
+/// Edges are left to the edge model (`curated_edges`).
 pub(super) struct CuratedSet {
     pub(super) texts: Vec<String>,
     pub(super) targets: Vec<Vec<f32>>,
@@ -232,7 +235,6 @@ pub(super) fn curated_set(rows: &[crate::curate::CuratedRow]) -> CuratedSet {
     };
     for (g, r) in rows.iter().enumerate() {
         if r.item_type == "edge" {
-            *c.stats.entry("edges_not_used").or_default() += 1;
             continue;
         }
         let kind = |l: &Option<String>| l.as_deref().and_then(|l| index_of(&TOM_KINDS, l));

@@ -17,6 +17,7 @@ use tomlite_models::{Encoder, Rows};
 use crate::graph::mentions::{CANDIDATE_FEATURES, Candidate, Linker, candidates, fold};
 use crate::graph::nodes::Registry;
 use crate::segment::sentences;
+use crate::train::curated_edges::{CuratedEdgeUse, CuratedEdges, report};
 use crate::train::error::LearnError;
 use crate::train::link_threshold::ranked_min_cosine;
 use crate::vocab::TOM_KINDS;
@@ -53,6 +54,8 @@ pub struct EdgeTraining<'a> {
     pub tag_calibration: &'a TagCalibration,
     /// Embedding cache directory.
     pub cache: Option<&'a Path>,
+    /// The curator's edge decisions.
+    pub curated: &'a CuratedEdges,
 }
 
 /// The trained person head, the calibration, and figures for the card.
@@ -63,6 +66,8 @@ pub struct EdgeModel {
     pub calibration: EdgeCalibration,
     /// Training figures.
     pub metrics: serde_json::Value,
+    /// What the curator's edge decisions taught.
+    pub curated: CuratedEdgeUse,
 }
 
 /// One record's text encoded with its sentences and candidates pooled.
@@ -255,6 +260,7 @@ pub fn train_edges(
     let sentence_kinds = sentence_kinds(t, &pooled)?;
     let registry = registry_links(t, &pooled, &sentence_kinds, progress);
     let memory = memory_links(t, progress);
+    report(&registry.curated, progress);
     let calibration = EdgeCalibration {
         link_exact_case: registry.link_exact_case,
         link_other_case: registry.link_other_case,
@@ -274,11 +280,13 @@ pub fn train_edges(
                            "matches_other_case": registry.matches_other_case},
         "memory_links": {"queries": memory.queries, "nearest_is_gold": memory.nearest_is_gold,
                          "proposed": memory.proposed, "proposed_right": memory.proposed_right},
+        "curated": registry.curated,
     });
     Ok(EdgeModel {
         person: person.head,
         calibration,
         metrics,
+        curated: registry.curated,
     })
 }
 
@@ -317,6 +325,14 @@ fn train_person_head(
             group.push(g);
         }
     }
+    // The curator's people join the training rows, never the out-of-bag
+    // rows the temperature and `person_min` are fitted on.
+    let training = gold.len();
+    for (i, row) in t.curated.person_rows.iter().enumerate() {
+        rows.extend_from_slice(row);
+        gold.push(vec![1.0]);
+        group.push(t.records.len() + i);
+    }
     let x = Rows::new(rows, t.encoder.dim() + CANDIDATE_FEATURES)?;
     let spec = HeadSpec {
         wording_cues: false,
@@ -331,7 +347,7 @@ fn train_person_head(
     let (oob_z, oob_y): (Vec<Vec<f32>>, Vec<Vec<bool>>) = bag
         .oob
         .iter()
-        .zip(&gold)
+        .zip(&gold[..training])
         .filter_map(|(z, y)| z.clone().map(|z| (z, vec![y[0] > 0.5])))
         .unzip();
     head.temperature = fit_temperature_sigmoid(&oob_z, &oob_y);
@@ -345,16 +361,15 @@ fn train_person_head(
         .find(|&th| precision_recall_at(&oob_p, th).0 >= PERSON_PRECISION)
         .unwrap_or(0.95);
     let (oob_precision, oob_recall) = precision_recall_at(&oob_p, person_min);
-    let people = gold.iter().filter(|y| y[0] > 0.5).count();
+    let people = gold[..training].iter().filter(|y| y[0] > 0.5).count();
     progress(&format!(
-        "person head: {} candidates ({people} people), temperature {:.3}; out-of-bag at P >= {person_min:.2}: precision {oob_precision:.3}, recall {oob_recall:.3}",
-        gold.len(),
+        "person head: {training} candidates ({people} people), temperature {:.3}; out-of-bag at P >= {person_min:.2}: precision {oob_precision:.3}, recall {oob_recall:.3}",
         head.temperature
     ));
     Ok(PersonHead {
         head,
         person_min,
-        candidates: gold.len(),
+        candidates: training,
         people,
         oob_precision,
         oob_recall,
@@ -484,6 +499,7 @@ struct RegistryLinks {
     n_mentions: usize,
     matches_exact_case: usize,
     matches_other_case: usize,
+    curated: CuratedEdgeUse,
 }
 
 /// Registry links: how often a match of each case class is a gold
@@ -522,13 +538,21 @@ fn registry_links(
         }
     }
     let rate = |c: (usize, usize)| (c.0 as f64 + 1.0) / (c.1 as f64 + 2.0);
-    let (link_other_case, link_exact_case) = (rate(class[0]), rate(class[1]));
     // P(relation right), on the edges whose target is right.
-    let mention_rows: Vec<([f64; 2], bool)> = found
+    let mut mention_rows: Vec<([f64; 2], bool)> = found
         .iter()
         .filter(|f| f.3)
         .map(|&(_, p_kind, y, _)| ([logit(p_kind), 0.0], y))
         .collect();
+    // The curator's edges, read with the model of the training data alone.
+    let trained = fit_logistic_ridge(&mention_rows, EDGE_RIDGE);
+    let relation = |p: f64| sigmoid(trained[0] + trained[1] * logit(p));
+    let curated = t.curated.links([rate(class[0]), rate(class[1])], &relation);
+    for (c, added) in class.iter_mut().zip(curated.class) {
+        (c.0, c.1) = (c.0 + added.0, c.1 + added.1);
+    }
+    mention_rows.extend(curated.relation_rows);
+    let (link_other_case, link_exact_case) = (rate(class[0]), rate(class[1]));
     let mention = fit_logistic_ridge(&mention_rows, EDGE_RIDGE);
     progress(&format!(
         "registry links: {} matches, right {:.3} in the registry's case, {:.3} in another; relation calibration {:?} on {} edges with the right target",
@@ -545,6 +569,7 @@ fn registry_links(
         n_mentions: mention_rows.len(),
         matches_exact_case: class[1].1,
         matches_other_case: class[0].1,
+        curated: curated.used,
     }
 }
 

@@ -11,6 +11,7 @@ use tomlite_models::{Encoder, Rows};
 
 use crate::graph::nodes::Registry;
 use crate::train::config::TrainConfig;
+use crate::train::curated_edges::{PrepareInputs, prepare};
 use crate::train::data::{TrainingData, affect_labels, multi_hot, refs};
 use crate::train::edges::{EdgeModel, EdgeTraining, train_edges};
 use crate::train::embed_cache::{Cued, Embedded, embed};
@@ -272,6 +273,19 @@ pub(super) fn train_edge_model(
         .filter(|(r, _)| r.gold.people_labeled)
         .map(|(r, i)| (r.clone(), i.and_then(|i| tom.oob[i].clone())))
         .unzip();
+    let curated = prepare(
+        &data.curated_edges,
+        &PrepareInputs {
+            encoder,
+            tom: tom.head,
+            members: tom.members,
+            group_offset: data.train_set.group.iter().max().map_or(0, |g| g + 1),
+            staging: cfg.curated.as_deref(),
+            registry: registry.as_ref(),
+            cache,
+        },
+        progress,
+    )?;
     train_edges(
         &EdgeTraining {
             encoder,
@@ -284,6 +298,7 @@ pub(super) fn train_edge_model(
             record_oob: &record_oob,
             tag_calibration,
             cache,
+            curated: &curated,
         },
         small,
         progress,

@@ -22,13 +22,15 @@
 //! labeled sets, read and split), `embed_cache` (embeddings, cached),
 //! `finetune` (the adapters), `fit` (the heads), `calibrate` (their
 //! temperatures) and `card` (what the heads folder says of them); beside
-//! them the edge models ([`edges`]) and their memory-link threshold
+//! them the edge models ([`edges`], and what the curator's edge decisions
+//! teach them: `curated_edges`) and their memory-link threshold
 //! ([`link_threshold`]), the sensitive head ([`sensitive`]),
 //! and `tomlite eval` ([`eval`]).
 
 mod calibrate;
 mod card;
 pub mod config;
+mod curated_edges;
 mod data;
 pub mod edges;
 mod embed_cache;
