@@ -825,3 +825,134 @@ fn status_streams_the_queues_and_counts_what_the_tables_hold() {
     assert_eq!(st["decisions_file"]["lines"], 4);
     assert_eq!(st["decisions_file"]["decided_not_applied"], 0);
 }
+
+/// Rewrites the Parquet table at `path`, each column through `edit`: the
+/// column's name and values, changed or not, or `None` to drop it.
+fn rewrite_table(
+    path: &std::path::Path,
+    edit: impl Fn(&str, &arrow_array::ArrayRef) -> Option<(String, arrow_array::ArrayRef)>,
+) {
+    use std::sync::Arc;
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+        std::fs::File::open(path).unwrap(),
+    )
+    .unwrap()
+    .build()
+    .unwrap();
+    let batches: Vec<arrow_array::RecordBatch> = reader.map(Result::unwrap).collect();
+    let edited: Vec<arrow_array::RecordBatch> = batches
+        .iter()
+        .map(|batch| {
+            let schema = batch.schema();
+            let (fields, columns): (Vec<arrow_schema::Field>, Vec<arrow_array::ArrayRef>) = schema
+                .fields()
+                .iter()
+                .zip(batch.columns())
+                .filter_map(|(field, column)| edit(field.name(), column))
+                .map(|(name, column)| {
+                    let field = arrow_schema::Field::new(name, column.data_type().clone(), true);
+                    (field, column)
+                })
+                .unzip();
+            arrow_array::RecordBatch::try_new(Arc::new(arrow_schema::Schema::new(fields)), columns)
+                .unwrap()
+        })
+        .collect();
+    std::fs::remove_file(path).unwrap();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(
+        std::fs::File::create(path).unwrap(),
+        edited[0].schema(),
+        None,
+    )
+    .unwrap();
+    for batch in &edited {
+        writer.write(batch).unwrap();
+    }
+    writer.close().unwrap();
+}
+
+/// A run's queue read back by `curate` is checked against the columns the
+/// run stages: with a column renamed away, a column of another type, or a
+/// null where the run never writes one, `curate apply` and `curate status`
+/// stop (exit 1) with an error naming the file, the column and, for a
+/// cell, the row; `status`, which reads only the columns it counts, still
+/// counts a queue whose other columns are wrong.
+#[test]
+fn a_staged_queue_with_a_missing_or_mistyped_column_is_refused_by_name() {
+    use arrow_array::Array;
+    use arrow_array::cast::AsArray;
+    use std::sync::Arc;
+    let env = Env::new();
+    let annotations = repo().join("data/sample/annotations.jsonl");
+    env.run_sample(&["--annotations", annotations.to_str().unwrap()])
+        .ok();
+    let run = env.receipt()["run_id"].as_str().unwrap().to_string();
+    let queue = env.latest().join("quarantine.parquet");
+    let staged = std::fs::read(&queue).unwrap();
+    let item = env.table("quarantine")[0]["item_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let line = decision(&run, &item, "reject", Value::Null, Value::Null);
+    env.write("decisions.jsonl", format!("{line}\n"));
+    let apply = || curate(&env, &["apply", "decisions.jsonl", "--staging", "staging"]);
+    let status = || curate(&env, &["status", "--staging", "staging", "--json"]);
+    // The commands name the table as they reach it, under `--staging staging`.
+    let path = format!("staging/runs/{run}/quarantine.parquet");
+
+    // `item_type` renamed: both commands read it.
+    rewrite_table(&queue, |name, column| {
+        let name = if name == "item_type" { "kind" } else { name };
+        Some((name.to_string(), column.clone()))
+    });
+    let missing = format!("{path}: wrong schema: no `item_type` column, expected a string (Utf8)");
+    for ran in [apply(), status()] {
+        assert_eq!(ran.code, 1, "{}{}", ran.stdout, ran.stderr);
+        assert!(ran.stderr.contains(&missing), "{}", ran.stderr);
+    }
+
+    // `confidence` as text: apply reads it, status does not.
+    std::fs::write(&queue, &staged).unwrap();
+    rewrite_table(&queue, |name, column| {
+        let column = match name {
+            "confidence" => Arc::new(arrow_array::StringArray::from(vec!["0.5"; column.len()]))
+                as arrow_array::ArrayRef,
+            _ => column.clone(),
+        };
+        Some((name.to_string(), column))
+    });
+    let ran = apply();
+    assert_eq!(ran.code, 1, "{}{}", ran.stdout, ran.stderr);
+    let mistyped =
+        format!("{path}: wrong schema: column `confidence` is Utf8, expected a float (Float64)");
+    assert!(ran.stderr.contains(&mistyped), "{}", ran.stderr);
+    let counted = status();
+    assert_eq!(counted.code, 0, "{}", counted.stderr);
+    let counted: Value = serde_json::from_str(&counted.stdout).unwrap();
+    assert_eq!(counted["runs"][0]["queued"], 28, "{counted}");
+
+    // A null record text in the third row.
+    std::fs::write(&queue, &staged).unwrap();
+    rewrite_table(&queue, |name, column| {
+        let column = match name {
+            "record_text" => {
+                let texts = column.as_string::<i32>();
+                let cells: Vec<Option<&str>> = (0..texts.len())
+                    .map(|i| (i != 2).then(|| texts.value(i)))
+                    .collect();
+                Arc::new(arrow_array::StringArray::from(cells)) as arrow_array::ArrayRef
+            }
+            _ => column.clone(),
+        };
+        Some((name.to_string(), column))
+    });
+    let ran = apply();
+    assert_eq!(ran.code, 1, "{}{}", ran.stdout, ran.stderr);
+    let null = format!("{path}, row 3: column `record_text` is null, expected a string");
+    assert!(ran.stderr.contains(&null), "{}", ran.stderr);
+    assert!(!env.staging().join("curated/curated.parquet").exists());
+
+    // As staged, the same decision applies.
+    std::fs::write(&queue, &staged).unwrap();
+    apply().ok();
+}

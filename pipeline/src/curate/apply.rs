@@ -8,14 +8,61 @@ use serde_json::{Map, Value};
 use tomlite_staging::{StagingDir, State};
 
 use crate::graph::nodes::Registry;
-use crate::stage::tables::Quarantine;
+use crate::stage::tables::{Quarantine, QuarantineRow};
 use crate::vocab::TOM_KINDS;
 
 use super::curated::*;
 use super::quote::{DecidedQuote, decided_quote};
 
 /// Quarantined items by run (None: no such run), then by item id.
-type RunItems = HashMap<String, Option<HashMap<String, Map<String, Value>>>>;
+type RunItems = HashMap<String, Option<HashMap<String, Queued>>>;
+
+/// What a decision needs of the quarantined item it decides, as the run
+/// staged it: what it is checked against and what its curated row copies.
+struct Queued {
+    item_type: String,
+    label: Option<String>,
+    target_node: Option<String>,
+    target_mention: Option<String>,
+    edge_key: Option<String>,
+    record_id: String,
+    persona_id: String,
+    record_kind: String,
+    record_text: String,
+    affect: Option<String>,
+    intensity: Option<String>,
+    source_quote: Option<String>,
+    quote_start: Option<u64>,
+    quote_end: Option<u64>,
+    confidence: Option<f64>,
+    affect_confidence: Option<f64>,
+    intensity_confidence: Option<f64>,
+}
+
+impl Queued {
+    fn from_staged(q: &QuarantineRow<'_>) -> Self {
+        let text = |value: Option<&str>| value.map(str::to_string);
+        Self {
+            item_type: q.item.item_type.to_string(),
+            label: text(q.label),
+            target_node: text(q.target_node),
+            target_mention: text(q.target_mention),
+            edge_key: text(q.edge_key),
+            record_id: q.item.record_id.to_string(),
+            persona_id: q.item.persona_id.to_string(),
+            record_kind: q.record_kind.to_string(),
+            record_text: q.record_text.to_string(),
+            affect: text(q.affect.affect),
+            intensity: text(q.affect.intensity),
+            source_quote: text(q.quote.source_quote),
+            quote_start: q.quote.quote_start,
+            quote_end: q.quote.quote_end,
+            confidence: q.confidence,
+            affect_confidence: q.affect.affect_confidence,
+            intensity_confidence: q.affect.intensity_confidence,
+        }
+    }
+}
 
 /// Checks that `run_id` names a committed run of this staging directory:
 /// one its state lists, matched by name (never joined as a path), whose
@@ -47,12 +94,11 @@ fn run_items(staging: &Path, run_id: &str, cache: &mut RunItems) -> Result<(), C
     }
     let path = staging.join("runs").join(run_id).join("quarantine.parquet");
     let items = if path.is_file() {
-        Some(
-            read_table::<Quarantine>(&path)?
-                .into_iter()
-                .filter_map(|m| text_field(&m, "item_id").map(|id| (id, m)))
-                .collect(),
-        )
+        let mut items = HashMap::new();
+        each_row::<Quarantine>(&path, |q| {
+            items.insert(q.item.item_id.to_string(), Queued::from_staged(&q));
+        })?;
+        Some(items)
     } else {
         None
     };
@@ -269,6 +315,14 @@ struct DecisionFields {
     decided_at: Option<String>,
 }
 
+/// The item a decisions line names, if it names one as a string.
+fn line_item(object: &Map<String, Value>) -> Option<String> {
+    object
+        .get("item_id")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
 /// Parses a decisions line into its fields; the first field that is not a
 /// string (or null) is the fault.
 fn decision_fields(line: &str) -> Result<DecisionFields, LineFault> {
@@ -282,7 +336,7 @@ fn decision_fields(line: &str) -> Result<DecisionFields, LineFault> {
         Some(Value::String(text)) if text.trim().is_empty() => Ok(None),
         Some(Value::String(text)) => Ok(Some(text.clone())),
         Some(_) => {
-            let item = text_field(&object, "item_id");
+            let item = line_item(&object);
             Err(fault(
                 item.as_deref(),
                 name,
@@ -294,7 +348,7 @@ fn decision_fields(line: &str) -> Result<DecisionFields, LineFault> {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
         Some(_) => {
-            let item = text_field(&object, "item_id");
+            let item = line_item(&object);
             return Err(fault(
                 item.as_deref(),
                 "bulk",
@@ -347,7 +401,7 @@ fn quarantined_item<'r>(
     run_items: &'r RunItems,
     run_id: &str,
     item_id: &str,
-) -> Result<&'r Map<String, Value>, LineFault> {
+) -> Result<&'r Queued, LineFault> {
     let item = Some(item_id);
     let Some(items) = run_items.get(run_id).and_then(Option::as_ref) else {
         return Err(fault(
@@ -568,37 +622,36 @@ struct Decided {
 /// run staged for the item, and the record's fingerprint when this run is
 /// the last that processed it.
 fn curated_row(
-    quarantined: &Map<String, Value>,
+    quarantined: &Queued,
     state: &State,
     decided: Decided,
     original: Original,
     now: &str,
 ) -> CuratedRow {
-    let record_id = text_field(quarantined, "record_id").unwrap_or_default();
     let record_fingerprint = state
-        .get(&record_id)
+        .get(&quarantined.record_id)
         .filter(|entry| state.run(entry) == decided.run_id)
         .map(|entry| hex::encode(entry.fingerprint));
     CuratedRow {
         run_id: decided.run_id,
         item_id: decided.item_id,
         item_type: original.item_type,
-        record_id,
-        persona_id: text_field(quarantined, "persona_id").unwrap_or_default(),
-        record_kind: text_field(quarantined, "record_kind"),
+        record_id: quarantined.record_id.clone(),
+        persona_id: quarantined.persona_id.clone(),
+        record_kind: Some(quarantined.record_kind.clone()),
         decision: decided.signature.decision,
         label: decided.label,
         original_label: original.label,
         target_node: decided.target_node,
         original_target_node: original.target,
-        target_mention: text_field(quarantined, "target_mention"),
-        edge_key: text_field(quarantined, "edge_key"),
-        affect: text_field(quarantined, "affect"),
-        intensity: text_field(quarantined, "intensity"),
-        source_quote: text_field(quarantined, "source_quote"),
-        quote_start: count_field(quarantined, "quote_start"),
-        quote_end: count_field(quarantined, "quote_end"),
-        record_text: text_field(quarantined, "record_text").unwrap_or_default(),
+        target_mention: quarantined.target_mention.clone(),
+        edge_key: quarantined.edge_key.clone(),
+        affect: quarantined.affect.clone(),
+        intensity: quarantined.intensity.clone(),
+        source_quote: quarantined.source_quote.clone(),
+        quote_start: quarantined.quote_start,
+        quote_end: quarantined.quote_end,
+        record_text: quarantined.record_text.clone(),
         record_fingerprint,
         curator: decided.signature.curator,
         note: decided.note,
@@ -606,9 +659,9 @@ fn curated_row(
         applied_at: now.to_string(),
         decided_affect: decided.affect,
         decided_intensity: decided.intensity,
-        confidence: number_field(quarantined, "confidence"),
-        affect_confidence: number_field(quarantined, "affect_confidence"),
-        intensity_confidence: number_field(quarantined, "intensity_confidence"),
+        confidence: quarantined.confidence,
+        affect_confidence: quarantined.affect_confidence,
+        intensity_confidence: quarantined.intensity_confidence,
         decided_quote_start: decided.quote.as_ref().map(|q| q.start),
         decided_quote_end: decided.quote.as_ref().map(|q| q.end),
         decided_quote: decided.quote.map(|q| q.text),
@@ -642,9 +695,9 @@ fn decide_item(
     let quarantined = quarantined_item(&context.run_items, &run_id, &item_id)?;
     let signature = signature(&mut fields, item)?;
     let original = Original {
-        item_type: text_field(quarantined, "item_type").unwrap_or_default(),
-        label: text_field(quarantined, "label"),
-        target: text_field(quarantined, "target_node"),
+        item_type: quarantined.item_type.clone(),
+        label: quarantined.label.clone(),
+        target: quarantined.target_node.clone(),
     };
     let staging = context.staging;
     let registry = context.registry.or_else(|| {
@@ -661,11 +714,10 @@ fn decide_item(
         decided_label_and_target(&signature.decision, &fields, &original, &nodes, item)?;
     let (affect, intensity) = decided_affect_and_intensity(&fields, &original, item)?;
     // A tag's quote, or an edge's evidence: a real span of the record.
-    let record_text = text_field(quarantined, "record_text").unwrap_or_default();
     let quote = decided_quote(
         fields.quote_start.as_ref(),
         fields.quote_end.as_ref(),
-        &record_text,
+        &quarantined.record_text,
     )
     .map_err(|(field, message)| fault(item, field, message))?;
     let decided = Decided {

@@ -5,10 +5,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use foldhash::{HashMap, HashMapExt};
-use serde_json::{Map, Value};
 
-use crate::stage::read;
-use crate::stage::tables::{CuratedDecisionRow, CuratedDecisions, QuoteCells, StagedTable, Table};
+use crate::stage::read::{self, ReadError};
+use crate::stage::tables::{CuratedDecisionRow, CuratedDecisions, QuoteCells, StagedView, Table};
 
 /// The curated table, under the staging root.
 pub const CURATED_FILE: &str = "curated/curated.parquet";
@@ -28,14 +27,10 @@ pub enum CurateError {
         #[source]
         source: std::io::Error,
     },
-    /// A table cannot be read.
-    #[error("cannot read {}: {message}", path.display())]
-    Table {
-        /// The table.
-        path: PathBuf,
-        /// What went wrong.
-        message: String,
-    },
+    /// A staged table cannot be read (the error names the file, and the
+    /// column and row at fault).
+    #[error(transparent)]
+    Table(#[from] ReadError),
     /// The node registry cannot be used.
     #[error(transparent)]
     Nodes(#[from] crate::graph::nodes::NodesError),
@@ -226,27 +221,54 @@ pub struct Curated {
     pub(super) rows: BTreeMap<(String, String), CuratedRow>,
 }
 
-/// A text cell of a staged row read back.
-pub(super) fn text_field(row: &Map<String, Value>, column: &str) -> Option<String> {
-    row.get(column).and_then(Value::as_str).map(str::to_string)
-}
-
-/// A count cell of a staged row read back.
-pub(super) fn number_field(row: &Map<String, Value>, column: &str) -> Option<f64> {
-    row.get(column).and_then(Value::as_f64)
-}
-
-pub(super) fn count_field(row: &Map<String, Value>, column: &str) -> Option<u64> {
-    row.get(column).and_then(Value::as_u64)
-}
-
-pub(super) fn read_table<T: StagedTable>(
+/// Streams the rows of staged table (or view) `V` at `path`.
+pub(super) fn each_row<V: StagedView>(
     path: &Path,
-) -> Result<Vec<Map<String, Value>>, CurateError> {
-    read::all_rows::<T>(path).map_err(|e| CurateError::Table {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })
+    each: impl FnMut(V::Row<'_>),
+) -> Result<(), CurateError> {
+    Ok(read::each_row::<V>(path, each)?)
+}
+
+impl CuratedRow {
+    /// An applied decision, as staged.
+    fn from_staged(r: &CuratedDecisionRow<'_>) -> Self {
+        let text = |value: Option<&str>| value.map(str::to_string);
+        CuratedRow {
+            run_id: r.run_id.to_string(),
+            item_id: r.item_id.to_string(),
+            item_type: r.item_type.to_string(),
+            record_id: r.record_id.to_string(),
+            persona_id: r.persona_id.to_string(),
+            record_kind: text(r.record_kind),
+            decision: r.decision.to_string(),
+            label: text(r.label),
+            original_label: text(r.original_label),
+            target_node: text(r.target_node),
+            original_target_node: text(r.original_target_node),
+            target_mention: text(r.target_mention),
+            edge_key: text(r.edge_key),
+            affect: text(r.affect),
+            intensity: text(r.intensity),
+            source_quote: text(r.quote.source_quote),
+            quote_start: r.quote.quote_start,
+            quote_end: r.quote.quote_end,
+            record_text: r.record_text.to_string(),
+            record_fingerprint: text(r.record_fingerprint),
+            curator: r.curator.to_string(),
+            note: text(r.note),
+            decided_at: r.decided_at.to_string(),
+            applied_at: r.applied_at.to_string(),
+            decided_affect: text(r.decided_affect),
+            decided_intensity: text(r.decided_intensity),
+            confidence: r.confidence,
+            affect_confidence: r.affect_confidence,
+            intensity_confidence: r.intensity_confidence,
+            decided_quote_start: r.decided_quote_start,
+            decided_quote_end: r.decided_quote_end,
+            decided_quote: text(r.decided_quote),
+            bulk: r.bulk == 1,
+        }
+    }
 }
 
 impl Curated {
@@ -257,45 +279,11 @@ impl Curated {
         if !path.exists() {
             return Ok(c);
         }
-        for m in read_table::<CuratedDecisions>(&path)? {
-            let row = CuratedRow {
-                run_id: text_field(&m, "run_id").unwrap_or_default(),
-                item_id: text_field(&m, "item_id").unwrap_or_default(),
-                item_type: text_field(&m, "item_type").unwrap_or_default(),
-                record_id: text_field(&m, "record_id").unwrap_or_default(),
-                persona_id: text_field(&m, "persona_id").unwrap_or_default(),
-                record_kind: text_field(&m, "record_kind"),
-                decision: text_field(&m, "decision").unwrap_or_default(),
-                label: text_field(&m, "label"),
-                original_label: text_field(&m, "original_label"),
-                target_node: text_field(&m, "target_node"),
-                original_target_node: text_field(&m, "original_target_node"),
-                target_mention: text_field(&m, "target_mention"),
-                edge_key: text_field(&m, "edge_key"),
-                affect: text_field(&m, "affect"),
-                intensity: text_field(&m, "intensity"),
-                source_quote: text_field(&m, "source_quote"),
-                quote_start: count_field(&m, "quote_start"),
-                quote_end: count_field(&m, "quote_end"),
-                record_text: text_field(&m, "record_text").unwrap_or_default(),
-                record_fingerprint: text_field(&m, "record_fingerprint"),
-                curator: text_field(&m, "curator").unwrap_or_default(),
-                note: text_field(&m, "note"),
-                decided_at: text_field(&m, "decided_at").unwrap_or_default(),
-                applied_at: text_field(&m, "applied_at").unwrap_or_default(),
-                decided_affect: text_field(&m, "decided_affect"),
-                decided_intensity: text_field(&m, "decided_intensity"),
-                confidence: number_field(&m, "confidence"),
-                affect_confidence: number_field(&m, "affect_confidence"),
-                intensity_confidence: number_field(&m, "intensity_confidence"),
-                bulk: count_field(&m, "bulk") == Some(1),
-                decided_quote_start: count_field(&m, "decided_quote_start"),
-                decided_quote_end: count_field(&m, "decided_quote_end"),
-                decided_quote: text_field(&m, "decided_quote"),
-            };
+        each_row::<CuratedDecisions>(&path, |staged| {
+            let row = CuratedRow::from_staged(&staged);
             c.rows
                 .insert((row.run_id.clone(), row.item_id.clone()), row);
-        }
+        })?;
         Ok(c)
     }
 

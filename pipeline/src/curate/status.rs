@@ -1,20 +1,17 @@
 //! `tomlite curate status`: what is pending, decided and applied. The
 //! run's queues are read one record batch at a time, and only the columns
-//! counted, so a night of any size is summed in little memory.
+//! counted (a view of the queue), so a night of any size is summed in
+//! little memory.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::Path;
 
-use arrow_array::cast::AsArray;
-use arrow_array::{Array, RecordBatch, StringArray};
-use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::{Value, json};
 use tomlite_staging::State;
 
 use super::apply::DecisionLines;
-use super::curated::{CurateError, Curated, CuratedRow};
+use super::curated::{CurateError, Curated, CuratedRow, each_row};
+use crate::stage::tables::{Quarantine, row, staged_view};
 
 /// The confidence bins of the agreement figures: under 0.5, then tenths.
 const BINS: [(f64, f64, &str); 6] = [
@@ -114,8 +111,26 @@ fn agreement(curated: &Curated) -> Value {
     Value::Object(out)
 }
 
-/// The columns of a run's queue that status counts.
-const QUEUE_COLUMNS: [&str; 4] = ["record_id", "item_id", "item_type", "reasons"];
+row! {
+    /// What status reads of a queued item: the columns it counts.
+    pub struct QueueCount<'a> {
+        /// The record.
+        pub record_id: &'a str,
+        /// The item.
+        pub item_id: &'a str,
+        /// `tag`, `edge` or `annotation`.
+        pub item_type: &'a str,
+        /// Why it is queued.
+        pub reasons: &'a [&'a str],
+    }
+}
+
+staged_view!(
+    /// A run's queue as status counts it ([`QueueCount`]).
+    QueueCounts,
+    Quarantine,
+    QueueCount
+);
 
 /// What status counts of one run's queue.
 #[derive(Default)]
@@ -134,8 +149,8 @@ struct Pending {
 }
 
 /// Counts one run's queue (`path`), one record batch at a time, reading
-/// only [`QUEUE_COLUMNS`]: every row is queued; a row whose record the run
-/// last processed and whose item has no decision is open.
+/// only the columns of [`QueueCount`]: every row is queued; a row whose
+/// record the run last processed and whose item has no decision is open.
 fn count_queue(
     path: &Path,
     run: &str,
@@ -143,91 +158,26 @@ fn count_queue(
     curated: &Curated,
     pending: &mut Pending,
 ) -> Result<RunCounts, CurateError> {
-    let table_error = |message: String| CurateError::Table {
-        path: path.to_path_buf(),
-        message,
-    };
-    let file = File::open(path).map_err(|source| CurateError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let builder =
-        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| table_error(e.to_string()))?;
-    let schema = builder.parquet_schema();
-    let leaves: Vec<usize> = (0..schema.num_columns())
-        .filter(|&i| {
-            let column = schema.column(i);
-            QUEUE_COLUMNS.contains(&column.path().parts()[0].as_str())
-        })
-        .collect();
-    let mask = ProjectionMask::leaves(schema, leaves);
-    let reader = builder
-        .with_projection(mask)
-        .build()
-        .map_err(|e| table_error(e.to_string()))?;
     let mut counts = RunCounts::default();
-    for batch in reader {
-        let batch = batch.map_err(|e| table_error(e.to_string()))?;
-        count_batch(&batch, run, state, curated, pending, &mut counts);
-    }
-    Ok(counts)
-}
-
-/// A text column of a batch, `None` when the file lacks it.
-fn text_column<'b>(batch: &'b RecordBatch, name: &str) -> Option<&'b StringArray> {
-    batch
-        .column_by_name(name)
-        .and_then(|c| c.as_string_opt::<i32>())
-}
-
-/// A text cell, empty when null or absent.
-fn text(column: Option<&StringArray>, row: usize) -> &str {
-    column
-        .filter(|c| c.is_valid(row))
-        .map_or("", |c| c.value(row))
-}
-
-/// Counts the rows of one batch of a run's queue ([`count_queue`]).
-fn count_batch(
-    batch: &RecordBatch,
-    run: &str,
-    state: &State,
-    curated: &Curated,
-    pending: &mut Pending,
-    counts: &mut RunCounts,
-) {
-    let (records, items, types) = (
-        text_column(batch, "record_id"),
-        text_column(batch, "item_id"),
-        text_column(batch, "item_type"),
-    );
-    let reasons = batch
-        .column_by_name("reasons")
-        .and_then(|c| c.as_list_opt::<i32>());
-    for row in 0..batch.num_rows() {
+    each_row::<QueueCounts>(path, |item| {
         counts.queued += 1;
-        let record = text(records, row);
-        let current = state.get(record).is_some_and(|e| state.run(e) == run);
-        if !current || curated.contains(run, text(items, row)) {
-            continue;
+        let current = state
+            .get(item.record_id)
+            .is_some_and(|e| state.run(e) == run);
+        if !current || curated.contains(run, item.item_id) {
+            return;
         }
         counts.open += 1;
         pending.total += 1;
         *pending
             .by_type
-            .entry(text(types, row).to_string())
+            .entry(item.item_type.to_string())
             .or_default() += 1;
-        let first = reasons
-            .filter(|r| r.is_valid(row))
-            .map(|r| r.value(row))
-            .and_then(|list| {
-                let list = list.as_string_opt::<i32>()?.clone();
-                (!list.is_empty() && list.is_valid(0)).then(|| list.value(0).to_string())
-            });
-        if let Some(reason) = first {
-            *pending.by_reason.entry(reason).or_default() += 1;
+        if let Some(reason) = item.reasons.first() {
+            *pending.by_reason.entry(reason.to_string()).or_default() += 1;
         }
-    }
+    })?;
+    Ok(counts)
 }
 
 /// What is pending, decided and applied in a staging directory. Pending:

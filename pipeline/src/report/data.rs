@@ -9,22 +9,60 @@ use serde_json::{Map, Value, json};
 
 use super::input::{MAX_LISTED, MAX_QUEUE_ITEMS, MAX_RECOVERED, ReportError, ReportInput};
 use crate::rules::policy::Policy;
-use crate::stage::read::{self, Columns};
+use crate::stage::cells::{self, ReadCells};
+use crate::stage::read;
 use crate::stage::receipt::Receipt;
 use crate::stage::tables::{
-    Abstained, PromotedEdges, PromotedTags, Quarantine, Rejects, Sensitive, StagedTable,
+    Abstained, ParseCells, PromotedEdges, PromotedTags, Quarantine, QuarantineRow, Rejects,
+    Sensitive, StagedTable, StagedView, row, staged_view,
 };
 use crate::vocab::{AFFECTS, INTENSITIES, TOM_KINDS};
 
-/// A row's number in `column`, if it holds one.
-fn number_field(row: &Map<String, Value>, column: &str) -> Option<f64> {
-    row.get(column).and_then(Value::as_f64)
+row! {
+    /// What the report tallies of a promoted tag (it never lists one).
+    pub struct PromotedTagTally<'a> {
+        /// Its persona.
+        pub persona_id: &'a str,
+        /// The tag's confidence.
+        pub tom_kind_confidence: f64,
+        /// The affect's.
+        pub affect_confidence: f64,
+        /// The intensity's.
+        pub intensity_confidence: f64,
+        /// The record.
+        pub record_id: &'a str,
+        /// How the raw output was read.
+        pub parse: ParseCells<'a>,
+    }
 }
 
-/// A row's text in `column`, if it holds one.
-fn text_field<'a>(row: &'a Map<String, Value>, column: &str) -> Option<&'a str> {
-    row.get(column).and_then(Value::as_str)
+staged_view!(
+    /// The promoted tags as the report tallies them ([`PromotedTagTally`]).
+    PromotedTagTallies,
+    PromotedTags,
+    PromotedTagTally
+);
+
+row! {
+    /// What the report tallies of a promoted edge (it never lists one).
+    pub struct PromotedEdgeTally<'a> {
+        /// Its persona.
+        pub persona_id: &'a str,
+        /// The edge's confidence.
+        pub confidence: f64,
+        /// The record.
+        pub record_id: &'a str,
+        /// How the raw output was read.
+        pub parse: ParseCells<'a>,
+    }
 }
+
+staged_view!(
+    /// The promoted edges as the report tallies them ([`PromotedEdgeTally`]).
+    PromotedEdgeTallies,
+    PromotedEdges,
+    PromotedEdgeTally
+);
 
 /// 20 bins of width 0.05 over [0, 1].
 fn histogram(values: impl Iterator<Item = f64>) -> Vec<u64> {
@@ -59,17 +97,12 @@ pub(super) fn utf16_span(
     Some((before, before + text[start..end].encode_utf16().count()))
 }
 
-/// Streams the rows of the run's table `T` (`columns` of it).
-fn each<T: StagedTable>(
-    dir: &Path,
-    columns: Columns<'_>,
-    on_row: impl FnMut(Map<String, Value>),
-) -> Result<(), ReportError> {
-    read::each_row::<T>(&dir.join(format!("{}.parquet", T::NAME)), columns, on_row).map_err(|e| {
-        ReportError {
-            table: T::NAME.to_string(),
-            message: e.to_string(),
-        }
+/// Streams the rows of the run's table (or view) `V`.
+fn each<V: StagedView>(dir: &Path, on_row: impl FnMut(V::Row<'_>)) -> Result<(), ReportError> {
+    let name = V::Table::NAME;
+    read::each_row::<V>(&dir.join(format!("{name}.parquet")), on_row).map_err(|e| ReportError {
+        table: name.to_string(),
+        message: e.to_string(),
     })
 }
 
@@ -82,21 +115,28 @@ struct Recovered {
     index: HashMap<String, usize>,
 }
 
+/// Whose raw output a row was read from, and how.
+struct ReadFrom<'r> {
+    record_id: &'r str,
+    persona_id: &'r str,
+    parse: &'r ParseCells<'r>,
+}
+
 impl Recovered {
-    fn add(&mut self, row: &Map<String, Value>, outcome: &str) {
-        let Some(class) = text_field(row, "parse_class") else {
+    fn add(&mut self, row: ReadFrom<'_>, outcome: &str) {
+        let Some(class) = row.parse.parse_class else {
             return;
         };
-        let shape = text_field(row, "escape_shape");
+        let shape = row.parse.escape_shape;
         if class == crate::annotate::read_as::ParseClass::Strict.as_str() {
             return;
         }
-        let id = text_field(row, "record_id").unwrap_or("");
+        let id = row.record_id;
         let position = match self.index.get(id) {
             Some(&i) => i,
             None if self.records.len() < MAX_RECOVERED => {
                 self.records.push(json!({
-                    "record_id": id, "persona_id": row.get("persona_id"), "parse_class": class,
+                    "record_id": id, "persona_id": row.persona_id, "parse_class": class,
                     "escape_shape": shape, "promoted": 0, "quarantined": 0, "abstained": 0,
                 }));
                 self.index.insert(id.to_string(), self.records.len() - 1);
@@ -124,32 +164,26 @@ struct SafetyRecords {
 /// queue item of a sensitive record carries its category (or flag).
 fn safety_records(dir: &Path) -> Result<SafetyRecords, ReportError> {
     let mut safety = SafetyRecords::default();
-    each::<Sensitive>(dir, Columns::All, |row| {
-        let id = text_field(&row, "record_id").unwrap_or("").to_string();
-        let flags: Vec<&str> = row
-            .get("flags")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        let label = match text_field(&row, "category") {
+    each::<Sensitive>(dir, |row| {
+        let id = row.record_id.to_string();
+        let flags = row.flags;
+        let label = match row.category {
             Some(category) => category.to_string(),
             None => format!("flag:{}", flags.join(",")),
         };
-        if row.get("safety").and_then(Value::as_u64) == Some(1) {
+        if row.safety == 1 {
             safety.total += 1;
             if safety.listed.len() < MAX_LISTED {
                 safety.listed.push(json!({
-                    "record_id": id, "persona_id": row.get("persona_id"), "record_kind": row.get("record_kind"),
-                    "source_path": row.get("source_path"), "category": row.get("category"), "flags": flags,
-                    "confidence": row.get("confidence"), "detector": row.get("detector"), "quote": row.get("quote"),
-                    "quote_start": row.get("quote_start"), "quote_end": row.get("quote_end"),
+                    "record_id": id, "persona_id": row.persona_id, "record_kind": row.record_kind,
+                    "source_path": row.source_path, "category": row.category, "flags": flags,
+                    "confidence": row.confidence, "detector": row.detector, "quote": row.quote,
+                    "quote_start": row.quote_start, "quote_end": row.quote_end,
                 }));
             }
         }
         if safety.category_of.len() < MAX_QUEUE_ITEMS {
-            if let Some(rule) = text_field(&row, "detector").filter(|d| d.starts_with("rules:")) {
+            if let Some(rule) = row.detector.filter(|d| d.starts_with("rules:")) {
                 safety.rule_of.insert(id.clone(), rule.to_string());
             }
             safety.category_of.insert(id, label);
@@ -182,9 +216,11 @@ impl Tallies {
         }
     }
 
-    fn persona(&mut self, row: &Map<String, Value>, outcome: usize) {
-        let persona = text_field(row, "persona_id").unwrap_or("").to_string();
-        self.personas.entry(persona).or_default()[outcome] += 1;
+    /// Tallies a row of `outcome` (`outcome_name` for [`Recovered`]): its
+    /// persona, and its record when its raw output needed rescue.
+    fn row(&mut self, row: ReadFrom<'_>, outcome: usize, outcome_name: &str) {
+        self.personas.entry(row.persona_id.to_string()).or_default()[outcome] += 1;
+        self.recovered.add(row, outcome_name);
     }
 
     /// The histograms per head, promoted and quarantined.
@@ -212,48 +248,26 @@ impl Tallies {
 
 /// Tallies the promoted tags and edges (only counted, never listed).
 fn tally_promoted(dir: &Path, tallies: &mut Tallies) -> Result<(), ReportError> {
-    each::<PromotedTags>(
-        dir,
-        Columns::Only(&[
-            "persona_id",
-            "tom_kind_confidence",
-            "affect_confidence",
-            "intensity_confidence",
-            "record_id",
-            "parse_class",
-            "escape_shape",
-        ]),
-        |row| {
-            tallies.recovered.add(&row, "promoted");
-            tallies.confidence(
-                "tom_kind",
-                PROMOTED,
-                number_field(&row, "tom_kind_confidence"),
-            );
-            tallies.confidence("affect", PROMOTED, number_field(&row, "affect_confidence"));
-            tallies.confidence(
-                "intensity",
-                PROMOTED,
-                number_field(&row, "intensity_confidence"),
-            );
-            tallies.persona(&row, PROMOTED);
-        },
-    )?;
-    each::<PromotedEdges>(
-        dir,
-        Columns::Only(&[
-            "persona_id",
-            "confidence",
-            "record_id",
-            "parse_class",
-            "escape_shape",
-        ]),
-        |row| {
-            tallies.recovered.add(&row, "promoted");
-            tallies.confidence("edge", PROMOTED, number_field(&row, "confidence"));
-            tallies.persona(&row, PROMOTED);
-        },
-    )
+    each::<PromotedTagTallies>(dir, |row| {
+        tallies.confidence("tom_kind", PROMOTED, Some(row.tom_kind_confidence));
+        tallies.confidence("affect", PROMOTED, Some(row.affect_confidence));
+        tallies.confidence("intensity", PROMOTED, Some(row.intensity_confidence));
+        let from = ReadFrom {
+            record_id: row.record_id,
+            persona_id: row.persona_id,
+            parse: &row.parse,
+        };
+        tallies.row(from, PROMOTED, "promoted");
+    })?;
+    each::<PromotedEdgeTallies>(dir, |row| {
+        tallies.confidence("edge", PROMOTED, Some(row.confidence));
+        let from = ReadFrom {
+            record_id: row.record_id,
+            persona_id: row.persona_id,
+            parse: &row.parse,
+        };
+        tallies.row(from, PROMOTED, "promoted");
+    })
 }
 
 /// The curator's queue: its first [`MAX_QUEUE_ITEMS`] items, each record
@@ -283,30 +297,29 @@ impl Queue {
 
 /// One quarantined row as a queue item of the page.
 fn queue_item(
-    row: &Map<String, Value>,
+    row: &QuarantineRow<'_>,
     text_position: usize,
     sensitive: Option<&String>,
     rule: Option<&String>,
 ) -> Value {
-    let text = text_field(row, "record_text").unwrap_or("");
-    let quote = text_field(row, "source_quote");
+    let (item, affect, quote) = (&row.item, &row.affect, &row.quote);
     let span = utf16_span(
-        text,
-        row.get("quote_start").and_then(Value::as_u64),
-        row.get("quote_end").and_then(Value::as_u64),
-        quote,
+        row.record_text,
+        quote.quote_start,
+        quote.quote_end,
+        quote.source_quote,
     );
     json!({
-        "item_id": row.get("item_id"), "item_type": row.get("item_type"), "record_id": row.get("record_id"),
-        "persona_id": row.get("persona_id"), "record_kind": row.get("record_kind"), "source_path": row.get("source_path"),
-        "label": row.get("label"), "confidence": row.get("confidence"), "suggested_label": row.get("suggested_label"),
-        "affect": row.get("affect"), "affect_confidence": row.get("affect_confidence"), "suggested_affect": row.get("suggested_affect"),
-        "intensity": row.get("intensity"), "intensity_confidence": row.get("intensity_confidence"), "suggested_intensity": row.get("suggested_intensity"),
-        "target_node": row.get("target_node"), "target_mention": row.get("target_mention"), "edge_key": row.get("edge_key"),
-        "reasons": row.get("reasons"), "detail": row.get("detail"),
-        "quote": quote, "q16_start": span.map(|s| s.0), "q16_end": span.map(|s| s.1),
-        "text": text_position, "raw_annotation": row.get("raw_annotation"),
-        "parse_class": row.get("parse_class"), "escape_shape": row.get("escape_shape"),
+        "item_id": item.item_id, "item_type": item.item_type, "record_id": item.record_id,
+        "persona_id": item.persona_id, "record_kind": row.record_kind, "source_path": item.source_path,
+        "label": row.label, "confidence": row.confidence, "suggested_label": row.suggested_label,
+        "affect": affect.affect, "affect_confidence": affect.affect_confidence, "suggested_affect": affect.suggested_affect,
+        "intensity": affect.intensity, "intensity_confidence": affect.intensity_confidence, "suggested_intensity": affect.suggested_intensity,
+        "target_node": row.target_node, "target_mention": row.target_mention, "edge_key": row.edge_key,
+        "reasons": row.reasons, "detail": row.detail,
+        "quote": quote.source_quote, "q16_start": span.map(|s| s.0), "q16_end": span.map(|s| s.1),
+        "text": text_position, "raw_annotation": row.raw_annotation,
+        "parse_class": row.parse.parse_class, "escape_shape": row.parse.escape_shape,
         "sensitive": sensitive, "rule": rule,
     })
 }
@@ -318,36 +331,30 @@ fn read_queue(
     tallies: &mut Tallies,
 ) -> Result<Queue, ReportError> {
     let mut queue = Queue::default();
-    each::<Quarantine>(dir, Columns::All, |row| {
+    each::<Quarantine>(dir, |row| {
         queue.total += 1;
-        tallies.recovered.add(&row, "quarantined");
-        tallies.persona(&row, QUARANTINED);
-        match text_field(&row, "item_type") {
-            Some("tag") => {
-                tallies.confidence("tom_kind", QUARANTINED, number_field(&row, "confidence"));
-                tallies.confidence(
-                    "affect",
-                    QUARANTINED,
-                    number_field(&row, "affect_confidence"),
-                );
-                tallies.confidence(
-                    "intensity",
-                    QUARANTINED,
-                    number_field(&row, "intensity_confidence"),
-                );
+        let from = ReadFrom {
+            record_id: row.item.record_id,
+            persona_id: row.item.persona_id,
+            parse: &row.parse,
+        };
+        tallies.row(from, QUARANTINED, "quarantined");
+        match row.item.item_type {
+            "tag" => {
+                tallies.confidence("tom_kind", QUARANTINED, row.confidence);
+                tallies.confidence("affect", QUARANTINED, row.affect.affect_confidence);
+                tallies.confidence("intensity", QUARANTINED, row.affect.intensity_confidence);
             }
-            Some("edge") => {
-                tallies.confidence("edge", QUARANTINED, number_field(&row, "confidence"))
-            }
+            "edge" => tallies.confidence("edge", QUARANTINED, row.confidence),
             _ => {}
         }
         if queue.items.len() >= MAX_QUEUE_ITEMS {
             return;
         }
-        let text_position = queue.text_position(text_field(&row, "record_text").unwrap_or(""));
-        let record = text_field(&row, "record_id");
-        let sensitive = record.and_then(|id| safety.category_of.get(id));
-        let rule = record.and_then(|id| safety.rule_of.get(id));
+        let text_position = queue.text_position(row.record_text);
+        let record = row.item.record_id;
+        let sensitive = safety.category_of.get(record);
+        let rule = safety.rule_of.get(record);
         queue
             .items
             .push(queue_item(&row, text_position, sensitive, rule));
@@ -363,10 +370,11 @@ struct Listed {
 }
 
 impl Listed {
-    fn add(&mut self, row: Map<String, Value>) {
+    /// Counts a row, and lists it whole (every column) while there is room.
+    fn add<'a>(&mut self, row: &impl ReadCells<'a>) {
         self.total += 1;
         if self.rows.len() < MAX_LISTED {
-            self.rows.push(Value::Object(row));
+            self.rows.push(Value::Object(cells::row_json(row)));
         }
     }
 }
@@ -377,13 +385,17 @@ fn read_abstained_and_rejects(
     tallies: &mut Tallies,
 ) -> Result<(Listed, Listed), ReportError> {
     let mut abstained = Listed::default();
-    each::<Abstained>(dir, Columns::All, |row| {
-        tallies.recovered.add(&row, "abstained");
-        tallies.persona(&row, ABSTAINED);
-        abstained.add(row);
+    each::<Abstained>(dir, |row| {
+        let from = ReadFrom {
+            record_id: row.record_id,
+            persona_id: row.persona_id,
+            parse: &row.parse,
+        };
+        tallies.row(from, ABSTAINED, "abstained");
+        abstained.add(&row);
     })?;
     let mut rejects = Listed::default();
-    each::<Rejects>(dir, Columns::All, |row| rejects.add(row))?;
+    each::<Rejects>(dir, |row| rejects.add(&row))?;
     Ok((abstained, rejects))
 }
 

@@ -2,6 +2,7 @@
 //! the sealed receipt, and the check that a committed run's files still
 //! match it.
 
+pub mod cells;
 pub mod read;
 pub mod receipt;
 pub mod tables;

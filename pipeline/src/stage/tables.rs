@@ -2,11 +2,12 @@
 //! (names, Arrow types, nullability, order) and its values, and a buffered
 //! writer that turns rows into Arrow batches of 8,192 for the staging crate.
 //!
-//! A row struct lists its columns once, as fields: the schema and the cells
-//! written are both derived from that list, so adding a column is a compile
-//! error at every place that builds the row. A field of a group type
-//! ([`Provenance`], [`ParseCells`], ...) stands for that group's columns, in
-//! place.
+//! A row struct lists its columns once, as fields: the schema, the cells
+//! written and the cells read back ([`crate::stage::cells`]) are all derived
+//! from that list, so adding a column is a compile error at every place
+//! that builds the row, and the column is read back wherever the row is. A
+//! field of a group type ([`Provenance`], [`ParseCells`], ...) stands for
+//! that group's columns, in place.
 
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
@@ -16,6 +17,8 @@ use arrow_array::builder::{Float64Builder, ListBuilder, StringBuilder, UInt64Bui
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use tomlite_staging::{RunDir, TableWriter};
+
+use crate::stage::cells::ReadCells;
 
 /// The Arrow type of a column, as staged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,7 +154,9 @@ cell!(&[&str], TextList, false, |values, builder| {
 });
 
 /// Declares a row (or column group) struct whose fields are its columns,
-/// in order, and implements [`Cells`] from that one list.
+/// in order, and implements [`Cells`] (how it is written) and
+/// [`ReadCells`] (how it is read back) from that one list. A view of a
+/// table ([`StagedView`]) declares its row struct with it too.
 macro_rules! row {
     (
         $(#[$meta:meta])*
@@ -165,16 +170,38 @@ macro_rules! row {
             $( $(#[$field_meta])* pub $field: $ty, )*
         }
 
-        impl<'a> Cells for $name<'a> {
-            fn columns(_group: &'static str, out: &mut Vec<Column>) {
-                $( <$ty as Cells>::columns(stringify!($field), out); )*
+        impl<'a> $crate::stage::tables::Cells for $name<'a> {
+            fn columns(
+                _group: &'static str,
+                out: &mut Vec<$crate::stage::tables::Column>,
+            ) {
+                $( <$ty as $crate::stage::tables::Cells>::columns(stringify!($field), out); )*
             }
-            fn append(&self, cursor: &mut RowCursor<'_>) {
-                $( self.$field.append(cursor); )*
+            fn append(&self, cursor: &mut $crate::stage::tables::RowCursor<'_>) {
+                $( $crate::stage::tables::Cells::append(&self.$field, cursor); )*
+            }
+        }
+
+        impl<'a> $crate::stage::cells::ReadCells<'a> for $name<'a> {
+            fn read(
+                cursor: &mut $crate::stage::cells::ReadCursor<'a>,
+            ) -> Result<Self, $crate::stage::cells::CellError> {
+                Ok(Self {
+                    $( $field: <$ty as $crate::stage::cells::ReadCells<'a>>::read(cursor)?, )*
+                })
+            }
+            fn json_fields(
+                &self,
+                _group: &'static str,
+                out: &mut serde_json::Map<String, serde_json::Value>,
+            ) {
+                $( $crate::stage::cells::ReadCells::json_fields(&self.$field, stringify!($field), out); )*
             }
         }
     };
 }
+
+pub(crate) use row;
 
 row! {
     /// Who staged a row: the annotator's id and the run's.
@@ -519,8 +546,8 @@ row! {
 pub trait StagedTable {
     /// The file's name, without `.parquet`.
     const NAME: &'static str;
-    /// One row.
-    type Row<'a>: Cells;
+    /// One row, as written and as read back.
+    type Row<'a>: Cells + ReadCells<'a>;
 
     /// The table's columns, in order.
     fn columns() -> Vec<Column> {
@@ -540,6 +567,35 @@ pub trait StagedTable {
     }
 }
 
+/// What is read of a staged table ([`crate::stage::read::each_row`]): all
+/// its columns, as its row struct (every [`StagedTable`] is its own view),
+/// or some, as a row struct of their own (fields named and typed as the
+/// columns, declared with [`row`] and [`staged_view`]), so a reader that
+/// needs few columns decodes only those.
+pub trait StagedView {
+    /// The table read.
+    type Table: StagedTable;
+    /// One row as read: its fields are the columns read.
+    type Row<'a>: Cells + ReadCells<'a> + std::fmt::Debug;
+}
+
+/// Declares a view: a marker type that reads staged table `$table` as row
+/// struct `$row` (some of the table's columns).
+macro_rules! staged_view {
+    ($(#[$meta:meta])* $marker:ident, $table:ty, $row:ident) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy)]
+        pub struct $marker;
+
+        impl $crate::stage::tables::StagedView for $marker {
+            type Table = $table;
+            type Row<'a> = $row<'a>;
+        }
+    };
+}
+
+pub(crate) use staged_view;
+
 macro_rules! staged_table {
     ($(#[$meta:meta])* $marker:ident, $name:literal, $row:ident) => {
         $(#[$meta])*
@@ -548,6 +604,11 @@ macro_rules! staged_table {
 
         impl StagedTable for $marker {
             const NAME: &'static str = $name;
+            type Row<'a> = $row<'a>;
+        }
+
+        impl StagedView for $marker {
+            type Table = Self;
             type Row<'a> = $row<'a>;
         }
     };
