@@ -49,6 +49,8 @@ pub(crate) enum Values<'a> {
     /// A nullable column the file lacks (a table staged before it was
     /// added): every cell reads as null.
     Absent,
+    /// A count the file lacks that reads as 0 (see `read::each_row`).
+    Zero,
     /// Texts.
     Text(&'a StringArray),
     /// Floats.
@@ -109,6 +111,7 @@ fn float<'a>(values: &'a Values<'a>, row: usize) -> Result<Option<f64>, CellProb
 fn count<'a>(values: &'a Values<'a>, row: usize) -> Result<Option<u64>, CellProblem> {
     Ok(match values {
         Values::Count(array) => array.is_valid(row).then(|| array.value(row)),
+        Values::Zero => Some(0),
         Values::Absent => None,
         _ => unreachable!("a cell reads its own column type"),
     })

@@ -141,6 +141,18 @@ pub fn each_row<V: StagedView>(
     Ok(())
 }
 
+/// Counts added to a table after tables were staged without them, never
+/// null, that read as 0 in a file staged before: `bulk` of
+/// `curated.parquet` (decisions applied before bulk decisions existed were
+/// made one by one).
+const COUNTS_ADDED_LATER: &[&str] = &["bulk"];
+
+fn reads_as_zero_when_absent(column: &Column) -> bool {
+    column.column_type == ColumnType::Count
+        && !column.nullable
+        && COUNTS_ADDED_LATER.contains(&column.name)
+}
+
 /// Whether a column of `data_type` holds `column_type`'s values.
 fn fits(column_type: ColumnType, data_type: &DataType) -> bool {
     match (column_type, data_type) {
@@ -175,7 +187,7 @@ fn open(path: &Path, columns: &[Column]) -> Result<ParquetRecordBatchReader, Rea
                 }
                 roots.push(at);
             }
-            Err(_) if column.nullable => {}
+            Err(_) if column.nullable || reads_as_zero_when_absent(column) => {}
             Err(_) => {
                 return Err(ReadError::MissingColumn {
                     path: path.to_path_buf(),
@@ -210,6 +222,7 @@ fn decode<'b>(
         .iter()
         .map(|column| {
             let values = match batch.column_by_name(column.name) {
+                None if reads_as_zero_when_absent(column) => Values::Zero,
                 None => Values::Absent,
                 Some(array) => typed(array, column.column_type)
                     .ok_or_else(|| wrong_type(path, column, array.data_type()))?,
@@ -375,6 +388,48 @@ mod tests {
         Rejects,
         RejectPlace
     );
+
+    row! {
+        /// A curated decision's id and whether it was decided in bulk.
+        pub struct BulkOf<'a> {
+            /// The item.
+            pub item_id: &'a str,
+            /// 1: in bulk.
+            pub bulk: u64,
+        }
+    }
+
+    staged_view!(
+        /// Whether each curated decision was made in bulk.
+        BulkView,
+        crate::stage::tables::CuratedDecisions,
+        BulkOf
+    );
+
+    #[test]
+    fn a_curated_table_staged_before_bulk_decisions_reads_bulk_as_zero() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("curated.parquet");
+        write_raw(&path, vec![("item_id", texts(&[Some("a#tag0")]))]);
+        assert_eq!(read_all::<BulkView>(&path).unwrap().len(), 1);
+        let mut bulk = Vec::new();
+        each_row::<BulkView>(&path, |r| bulk.push((r.item_id.to_string(), r.bulk))).unwrap();
+        assert_eq!(bulk, [("a#tag0".to_string(), 0)]);
+        // Present, it is read; another count missing is still an error.
+        let ones: ArrayRef = Arc::new(UInt64Array::from(vec![1]));
+        write_raw(
+            &path,
+            vec![("item_id", texts(&[Some("a#tag0")])), ("bulk", ones)],
+        );
+        bulk.clear();
+        each_row::<BulkView>(&path, |r| bulk.push((r.item_id.to_string(), r.bulk))).unwrap();
+        assert_eq!(bulk, [("a#tag0".to_string(), 1)]);
+        write_raw(&path, vec![("source", texts(&[Some("a")]))]);
+        assert!(matches!(
+            read_all::<RejectPlaces>(&path).unwrap_err(),
+            ReadError::MissingColumn { column: "line", .. }
+        ));
+    }
 
     #[test]
     fn a_view_reads_only_its_columns() {
