@@ -6,7 +6,8 @@ known: 28 items), opens the run's report.html from disk, checks the counts
 and that the queue renders, accepts one item, relabels a tag through its
 menu and an edge through the node search box (one shared <datalist>,
 filled as the curator types), exports decisions.jsonl, feeds it to `tomlite curate apply` and
-checks what was curated. Then, on a fresh run, a whole session by keys
+checks what was curated; on a small run, a card names the rule that held
+its record as sensitive (held_by_rule). Then, on a fresh run, a whole session by keys
 alone (keyboard_session): corrections of kind, affect, intensity and quote,
 an edge's relation and target, a bulk accept, an undo, the sort orders,
 export, `curate apply`, and curated.parquet read back. Saves screenshots in
@@ -34,6 +35,54 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def check(cond, msg):
     if not cond:
         raise AssertionError(msg)
+
+
+AUDIT = "Accountant rang: we're facing a tax audit over the market stall's unreported cash sales."
+CHEMO = "Chemo starts on the 4th, so I asked Sam to keep answers short."
+HOSTILE = "rules:x</script><img src=x onerror=alert(1)>\u202e"
+
+
+def held_by_rule(driver, tomlite, tmp):
+    """A card names the rule that held its record as sensitive, beside its
+    reasons; a detector written by another annotator shows as text."""
+    work = os.path.join(tmp, "rules")
+    os.makedirs(work)
+
+    def record(rid, text):
+        return {"id": rid, "persona_id": "ada", "kind": "journal", "source_path": f"journals/{rid}.md",
+                "created_at": "2026-11-28T21:00:00Z", "text": text}
+
+    def annotation(rid, text, quote):
+        s = text.index(quote)
+        return {"record_id": rid, "annotator": "test@1", "edges": [],
+                "tags": [{"tom_kind": "preference", "confidence": 0.97, "source_quote": quote,
+                          "quote_start": s, "quote_end": s + len(quote.encode())}],
+                "affect": {"label": "neutral", "confidence": 0.95},
+                "intensity": {"label": "medium", "confidence": 0.95}}
+
+    chemo = annotation("h-chemo", CHEMO, "keep answers short")
+    quote = "Chemo starts on the 4th"
+    chemo["sensitive"] = {"category": "health", "confidence": 0.9, "quote": quote, "quote_start": 0,
+                          "quote_end": len(quote), "detector": HOSTILE}
+    for name, rows in [("records.jsonl", [record("t-audit", AUDIT), record("h-chemo", CHEMO)]),
+                       ("annotations.jsonl", [annotation("t-audit", AUDIT, AUDIT), chemo])]:
+        with open(os.path.join(work, name), "w") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in rows))
+    staging = os.path.join(work, "staging")
+    subprocess.run([tomlite, "run", "--input", os.path.join(work, "records.jsonl"), "--annotations",
+                    os.path.join(work, "annotations.jsonl"), "--staging", staging],
+                   check=True, stdout=subprocess.DEVNULL)
+    run_id = open(os.path.join(staging, "LATEST")).read().strip()
+    driver.get("file://" + os.path.join(staging, "runs", run_id, "report.html"))
+    WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#queue .item"))
+    check(not driver.find_element(By.ID, "errors").text.strip(), "page errors")
+    audit = driver.find_element(By.CSS_SELECTOR, '#queue .item[data-item-id="t-audit#tag0"] .chips .heldby')
+    check(audit.is_displayed(), "the rule is not shown")
+    check(audit.text == "held by rule financial.tax_audit (finances_debt)", f"card says {audit.text!r}")
+    card = driver.find_element(By.CSS_SELECTOR, '#queue .item[data-item-id="h-chemo#tag0"]')
+    shown = card.find_element(By.CSS_SELECTOR, ".chips .heldby b").text
+    check(shown == "x</script><img src=x onerror=alert(1)>\\u{202e}", f"hostile detector shows as {shown!r}")
+    check(not card.find_elements(By.CSS_SELECTOR, "img"), "the detector became markup")
 
 
 def main():
@@ -168,6 +217,7 @@ def main():
         driver.refresh()
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#queue .item"))
         settled(driver, "3", check)
+        held_by_rule(driver, tomlite, tmp)
     finally:
         driver.quit()
 

@@ -981,3 +981,110 @@ fn tax_audits_attorney_letters_and_kink_profiles_are_found_by_named_rules() {
         assert_eq!(by(&promoted, "record_id", id).len(), 1, "{id}");
     }
 }
+
+/// The curator's page names the rule that held a record as sensitive: the
+/// queue item of a record a named rule found carries `rules:<rule id>`, the
+/// card shows it beside the reasons ("held by rule ..."), and a detector
+/// written by another annotator reaches the page only as data: JSON-escaped
+/// in the page's data, and drawn on the card through the page's escaping.
+#[test]
+fn the_page_shows_on_each_card_the_rule_that_held_its_record() {
+    const AUDIT: &str =
+        "Accountant rang: we're facing a tax audit over the market stall's unreported cash sales.";
+    const HOSTILE: &str = "rules:x</script><img src=x onerror=alert(1)>\u{202e}";
+    let env = Env::new();
+    env.jsonl(
+        "records.jsonl",
+        &[record("t-audit", AUDIT), record("h-chemo", CHEMO)],
+    );
+    let mut chemo = annotation(
+        "h-chemo",
+        vec![tag("preference", 0.97, CHEMO, "keep answers short")],
+        vec![],
+        ("neutral", 0.95),
+        ("medium", 0.95),
+    );
+    let mut found = detected("health", 0.9, CHEMO, "Chemo starts on the 4th");
+    found["detector"] = json!(HOSTILE);
+    chemo["sensitive"] = found;
+    env.jsonl(
+        "annotations.jsonl",
+        &[
+            annotation(
+                "t-audit",
+                vec![tag("preference", 0.97, AUDIT, AUDIT)],
+                vec![],
+                ("neutral", 0.95),
+                ("medium", 0.95),
+            ),
+            chemo,
+        ],
+    );
+    env.run(&[
+        "--input",
+        "records.jsonl",
+        "--annotations",
+        "annotations.jsonl",
+        "--staging",
+        "staging",
+    ])
+    .ok();
+    let html = std::fs::read_to_string(env.latest().join("report.html")).unwrap();
+    let d = report_data(&html);
+    let queue = d["queue"].as_array().unwrap();
+    let item = |id: &str| {
+        queue
+            .iter()
+            .find(|it| it["record_id"] == id)
+            .unwrap_or_else(|| panic!("{id} not queued: {queue:?}"))
+    };
+    let audit = item("t-audit");
+    assert_eq!(audit["rule"], "rules:financial.tax_audit", "{audit}");
+    assert_eq!(audit["sensitive"], "finances_debt", "{audit}");
+    assert!(
+        audit["reasons"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("sensitive_boundary_or_safety_record")),
+        "{audit}"
+    );
+    assert_eq!(item("h-chemo")["rule"], HOSTILE);
+    // In the page's data, the hostile detector's markup is JSON escapes
+    // only: no tag of it is written as itself.
+    assert!(!html.contains("<img src=x"), "a raw tag in the page");
+    assert!(html.contains(r"rules:x\u003c/script\u003e\u003cimg src=x"));
+
+    // The card draws the rule beside the reasons, through the page's inert
+    // escaping (HTML escapes, control and bidirectional characters shown).
+    let body = |name: &str| {
+        let from = html
+            .find(&format!("function {name}("))
+            .unwrap_or_else(|| panic!("no {name} in the page"));
+        let len = html[from..].find("\n}\n").unwrap();
+        &html[from..from + len]
+    };
+    let card = body("cardHTML");
+    let chips = card
+        .lines()
+        .find(|l| l.contains(r#"<div class="chips">"#))
+        .expect(card);
+    assert!(chips.contains("ruleHTML(it)"), "{chips}");
+    let rule = body("ruleHTML");
+    assert!(rule.contains("held by rule"), "{rule}");
+    assert!(rule.contains("inert(it.rule"), "{rule}");
+    assert!(!rule.contains("+ it.rule"), "the rule unescaped: {rule}");
+    let inert = body("inert");
+    assert!(inert.contains("return esc("), "{inert}");
+    assert!(inert.contains(r"\u202a-\u202e"), "{inert}");
+
+    // report.md names the rule on the item's line, as code.
+    let md = std::fs::read_to_string(env.latest().join("report.md")).unwrap();
+    let line = md
+        .lines()
+        .find(|l| l.starts_with("- **t-audit#"))
+        .expect(&md);
+    assert!(
+        line.contains("found by `rules:financial.tax_audit`"),
+        "{line}"
+    );
+}
