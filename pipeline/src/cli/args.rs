@@ -234,8 +234,9 @@ pub struct TrainArgs {
     #[arg(long)]
     pub nodes: Option<PathBuf>,
     /// A staging directory whose curated decisions (curate apply) become
-    /// tom_kind examples: accepted and relabelled tags as positives,
-    /// rejected ones as negatives of their kind.
+    /// training examples: accepted and relabelled tags teach the kind, the
+    /// affect and the intensity (rejected ones are negatives of their
+    /// kind); edge decisions teach the edge model.
     #[arg(long)]
     pub curated: Option<PathBuf>,
     /// How many training rows each curated example counts for in the

@@ -214,7 +214,7 @@ pub(super) fn prepare(
         return Ok(out);
     }
     let quotes: Vec<&str> = decisions.edges.iter().map(|e| e.quote.as_str()).collect();
-    let x = crate::train::embed_cache::embed(
+    let x = crate::train::embedding::embed(
         inputs.encoder,
         &quotes,
         "curated edge quotes",

@@ -34,6 +34,7 @@ mod curated_edges;
 mod data;
 pub mod edges;
 mod embed_cache;
+mod embedding;
 pub mod error;
 pub mod eval;
 mod finetune;
