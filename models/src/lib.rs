@@ -16,7 +16,7 @@
 //! reported, never silent. [`Encoder::sha256`] is the weights' hash, the
 //! model's identity in receipts.
 //!
-//! Callers hand the heads ([`heads`], [`bagging`]) plain `f32` [`Rows`] and
+//! Callers hand the heads ([`heads`]) plain `f32` [`Rows`] and
 //! labels and get logits or probabilities back; candle stays inside this
 //! crate.
 //!
@@ -45,7 +45,6 @@
 //! ```
 
 pub mod amx;
-pub mod bagging;
 pub mod bert;
 pub mod cues;
 pub mod data;

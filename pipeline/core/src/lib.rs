@@ -1,4 +1,6 @@
-//! `tomlite`: the nightly ToM-lite annotation job for persona-memory records.
+//! `tomlite-core`: the library of tomlite, the nightly ToM-lite annotation
+//! job for persona-memory records (the tool and its training are the
+//! `tomlite` and `tomlite-train` packages).
 //!
 //! Records (JSONL, Parquet or a folder of journals) stream through
 //! [`ingest`] → skip-unchanged → [`annotate`] → [`rules`] → [`stage`], in
@@ -11,14 +13,14 @@
 //!
 //! ```no_run
 //! use std::path::PathBuf;
-//! use tomlite::annotate::file::FileAnnotator;
-//! use tomlite::run::{RunConfig, run};
+//! use tomlite_core::annotate::file::FileAnnotator;
+//! use tomlite_core::run::{RunConfig, run};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let mut cfg = RunConfig::new(
 //!     vec![PathBuf::from("data/sample/records.jsonl")],
 //!     PathBuf::from("staging-out"),
-//!     tomlite::rules::policy::Policy::default(),
+//!     tomlite_core::rules::policy::Policy::default(),
 //! );
 //! // Stop taking records after an hour; the next run takes the rest.
 //! cfg.deadline = Some(std::time::Instant::now() + std::time::Duration::from_secs(3600));
@@ -38,5 +40,4 @@ pub mod rules;
 pub mod run;
 pub mod segment;
 pub mod stage;
-pub mod train;
 pub mod vocab;

@@ -212,7 +212,7 @@ pub struct TrainArgs {
     pub epochs: Option<usize>,
     /// GoEmotions train comments per fine-tuning epoch, drawn afresh each
     /// epoch (seeded) from the whole train split.
-    #[arg(long, default_value_t = tomlite::train::FineTuneConfig::default().goemotions)]
+    #[arg(long, default_value_t = tomlite_train::FineTuneConfig::default().goemotions)]
     pub goemotions_per_epoch: usize,
     /// Continue an interrupted fine-tuning run from the checkpoint in
     /// <out>/checkpoint (same data and settings; --epochs may grow).

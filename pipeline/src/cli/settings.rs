@@ -12,7 +12,7 @@ use tomlite::annotate::classifier::{
 use tomlite::ingest::record::IngestOptions;
 use tomlite::rules::policy::Policy;
 use tomlite::run::RunConfig;
-use tomlite::train::{FineTuneConfig, TrainConfig};
+use tomlite_train::{FineTuneConfig, TrainConfig};
 
 use super::args::{
     AnnotateArgs, CurateApplyArgs, CurateStatusArgs, EvalArgs, MergeArgs, ModelArgs, RunArgs,

@@ -4,9 +4,9 @@
 
 use candle_core::Tensor;
 
-use crate::Error;
-use crate::heads::{Head, HeadSpec, Targets, TrainOptions};
-use crate::rows::HeadInput;
+use tomlite_models::Error;
+use tomlite_models::heads::{Head, HeadSpec, Targets, TrainOptions};
+use tomlite_models::rows::HeadInput;
 
 /// Members of the bagged linear heads.
 pub const BAG_MEMBERS: usize = 9;
@@ -46,7 +46,7 @@ pub fn train_bagged(
     for (i, &g) in group.iter().enumerate() {
         rows_of[g].push(i as u32);
     }
-    let mut rng = crate::heads::Rng::new(opts.seed ^ 0xBA66_ED00);
+    let mut rng = tomlite_models::heads::Rng::new(opts.seed ^ 0xBA66_ED00);
     let out = spec.labels.len();
     let mut oob_sum = vec![vec![0f32; out]; group.len()];
     let mut oob_n = vec![0usize; group.len()];

@@ -3,19 +3,19 @@
 //! slice), and P(tag right) for the tags.
 
 use tomlite_models::Rows;
-use tomlite_models::bagging::BAG_MEMBERS;
+use crate::bagging::BAG_MEMBERS;
 use tomlite_models::heads::Head;
 use tomlite_models::metrics::{
     TagCalibration, fit_temperature_sigmoid, fit_temperature_softmax, sigmoid_t,
 };
 
-use crate::train::config::TrainConfig;
-use crate::train::data::{TrainingData, affect_labels};
-use crate::train::embed_cache::Embedded;
-use crate::train::error::LearnError;
-use crate::train::fit::{affect_mlp, curated_weight, repeated, repeated_rows};
-use crate::train::split::is_calibration;
-use crate::vocab::TOM_KINDS;
+use crate::config::TrainConfig;
+use crate::data::{TrainingData, affect_labels};
+use crate::embed_cache::Embedded;
+use crate::error::LearnError;
+use crate::fit::{affect_mlp, curated_weight, repeated, repeated_rows};
+use crate::split::is_calibration;
+use tomlite_core::vocab::TOM_KINDS;
 
 /// Per training example: whether its out-of-bag logits are an honest
 /// held-out score for calibration. Only a record's own text counts (the

@@ -9,17 +9,17 @@ use tomlite_models::Rows;
 use tomlite_models::heads::{Card, Head, HeadCard};
 use tomlite_models::metrics::{TagCalibration, classification_report, ece, multilabel_report};
 
-use crate::train::config::TrainConfig;
-use crate::train::curated_edges::CuratedEdgeUse;
-use crate::train::data::{TrainingData, affect_labels};
-use crate::train::edges::EdgeModel;
-use crate::train::embed_cache::{Cued, Embedded};
-use crate::train::error::LearnError;
-use crate::train::finetune::FineTunedInfo;
-use crate::train::fit::EpochLosses;
-use crate::train::sensitive::Trained;
-use crate::train::split::HELD_OUT_STYLES;
-use crate::vocab::{AFFECTS, INTENSITIES, TOM_KINDS};
+use crate::config::TrainConfig;
+use crate::curated_edges::CuratedEdgeUse;
+use crate::data::{TrainingData, affect_labels};
+use crate::edges::EdgeModel;
+use crate::embed_cache::{Cued, Embedded};
+use crate::error::LearnError;
+use crate::finetune::FineTunedInfo;
+use crate::fit::EpochLosses;
+use crate::sensitive::Trained;
+use crate::split::HELD_OUT_STYLES;
+use tomlite_core::vocab::{AFFECTS, INTENSITIES, TOM_KINDS};
 
 /// The heads' figures on the dev data, for the card.
 pub(super) struct DevMetrics {

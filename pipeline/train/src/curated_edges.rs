@@ -46,12 +46,12 @@ use tomlite_models::heads::Head;
 use tomlite_models::metrics::{logit, sigmoid_t};
 use tomlite_models::{Encoder, Rows};
 
-use crate::curate::CuratedRow;
-use crate::graph::mentions::{CANDIDATE_FEATURES, Linker, candidates};
-use crate::graph::nodes::Registry;
-use crate::segment::sentences;
-use crate::train::error::LearnError;
-use crate::vocab::TOM_KINDS;
+use tomlite_core::curate::CuratedRow;
+use tomlite_core::graph::mentions::{CANDIDATE_FEATURES, Linker, candidates};
+use tomlite_core::graph::nodes::Registry;
+use tomlite_core::segment::sentences;
+use crate::error::LearnError;
+use tomlite_core::vocab::TOM_KINDS;
 
 /// What a decision says of the edge as proposed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -214,7 +214,7 @@ pub(super) fn prepare(
         return Ok(out);
     }
     let quotes: Vec<&str> = decisions.edges.iter().map(|e| e.quote.as_str()).collect();
-    let x = crate::train::embedding::embed(
+    let x = crate::embedding::embed(
         inputs.encoder,
         &quotes,
         "curated edge quotes",
@@ -228,7 +228,7 @@ pub(super) fn prepare(
         let linker = linkers.entry(e.run_id.as_str()).or_insert_with(|| {
             let registry = inputs
                 .staging
-                .and_then(|s| crate::curate::run_registry(s, &e.run_id))
+                .and_then(|s| tomlite_core::curate::run_registry(s, &e.run_id))
                 .or_else(|| inputs.registry.cloned())?;
             let linker = Linker::new(&registry);
             Some((registry, linker))

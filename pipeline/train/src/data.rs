@@ -10,10 +10,10 @@ use tomlite_models::data::{
     AffectExample, LabeledRecord, SensitivityRecord, read_goemotions, read_labeled,
 };
 
-use crate::train::config::TrainConfig;
-use crate::train::error::LearnError;
-use crate::train::split::is_held_out;
-use crate::vocab::{AFFECTS, INTENSITIES, TOM_KINDS};
+use crate::config::TrainConfig;
+use crate::error::LearnError;
+use crate::split::is_held_out;
+use tomlite_core::vocab::{AFFECTS, INTENSITIES, TOM_KINDS};
 
 /// The labeled data of one training run, split and limited.
 pub(super) struct TrainingData {
@@ -36,7 +36,7 @@ pub(super) struct TrainingData {
     /// The affect and intensity examples of the curated decisions.
     pub(super) curated_labels: CuratedLabels,
     /// The curated decisions on edges.
-    pub(super) curated_edges: crate::train::curated_edges::EdgeDecisions,
+    pub(super) curated_edges: crate::curated_edges::EdgeDecisions,
     /// sha256 of every data file.
     pub(super) data_hashes: BTreeMap<String, String>,
     /// Records labeled for sensitive content.
@@ -87,8 +87,8 @@ pub(super) fn read_training_data(
     ));
     // Curated decisions join the tom_kind head's examples (never dev, never
     // the calibration rows, which are the labeled records only).
-    let curated_rows: Vec<crate::curate::CuratedRow> = match &cfg.curated {
-        Some(dir) => crate::curate::Curated::load(dir)
+    let curated_rows: Vec<tomlite_core::curate::CuratedRow> = match &cfg.curated {
+        Some(dir) => tomlite_core::curate::Curated::load(dir)
             .map_err(|e| LearnError::Curated(Box::new(e)))?
             .rows()
             .cloned()
@@ -98,11 +98,11 @@ pub(super) fn read_training_data(
     Ok(TrainingData {
         curated: curated_set(&curated_rows),
         curated_labels: curated_labels(&curated_rows),
-        curated_edges: crate::train::curated_edges::edge_decisions(&curated_rows),
+        curated_edges: crate::curated_edges::edge_decisions(&curated_rows),
         curated_decisions: curated_rows.len(),
         curated_weight: cfg.curated_weight,
         data_hashes: data_hashes(cfg)?,
-        sensitivity: crate::train::sensitive::read_all(&cfg.sensitivity_files)?,
+        sensitivity: crate::sensitive::read_all(&cfg.sensitivity_files)?,
         train_records,
         dev_records,
         train_set,
@@ -225,7 +225,7 @@ pub(super) struct CuratedSet {
     pub(super) stats: BTreeMap<&'static str, usize>,
 }
 
-pub(super) fn curated_set(rows: &[crate::curate::CuratedRow]) -> CuratedSet {
+pub(super) fn curated_set(rows: &[tomlite_core::curate::CuratedRow]) -> CuratedSet {
     let n = TOM_KINDS.len();
     let mut c = CuratedSet {
         texts: Vec::new(),
@@ -301,7 +301,7 @@ pub(super) struct CuratedLabels {
     pub(super) not_usable: BTreeMap<&'static str, usize>,
 }
 
-pub(super) fn curated_labels(rows: &[crate::curate::CuratedRow]) -> CuratedLabels {
+pub(super) fn curated_labels(rows: &[tomlite_core::curate::CuratedRow]) -> CuratedLabels {
     let mut c = CuratedLabels {
         affect_texts: Vec::new(),
         affect: Vec::new(),
@@ -379,7 +379,7 @@ pub(super) fn data_hashes(cfg: &TrainConfig) -> Result<BTreeMap<String, String>,
         .chain(&cfg.sensitivity_files)
         .chain([&cfg.goemotions_train, &cfg.goemotions_dev])
     {
-        let sha = crate::hash::sha256_file(f).map_err(|source| LearnError::Io {
+        let sha = tomlite_core::hash::sha256_file(f).map_err(|source| LearnError::Io {
             path: f.clone(),
             source,
         })?;

@@ -14,14 +14,14 @@ use tomlite_models::metrics::{
 };
 use tomlite_models::{Encoder, Rows};
 
-use crate::graph::mentions::{CANDIDATE_FEATURES, Candidate, Linker, candidates, fold};
-use crate::graph::nodes::Registry;
-use crate::segment::sentences;
-use crate::train::curated_edges::{CuratedEdgeUse, CuratedEdges, report};
-use crate::train::error::LearnError;
-use crate::train::link_threshold::ranked_min_cosine;
-use crate::vocab::TOM_KINDS;
-use tomlite_models::bagging::train_bagged;
+use tomlite_core::graph::mentions::{CANDIDATE_FEATURES, Candidate, Linker, candidates, fold};
+use tomlite_core::graph::nodes::Registry;
+use tomlite_core::segment::sentences;
+use crate::curated_edges::{CuratedEdgeUse, CuratedEdges, report};
+use crate::error::LearnError;
+use crate::link_threshold::ranked_min_cosine;
+use tomlite_core::vocab::TOM_KINDS;
+use crate::bagging::train_bagged;
 
 /// The person threshold is the lowest (from 0.5 up) whose out-of-bag
 /// precision on the training candidates reaches this: unknown-node edges
@@ -757,7 +757,7 @@ fn thread_tag(
 
 /// The tags the classifier would emit from a record's tom_kind logits:
 /// primary when its P(tag right) reaches the seed's abstain floor (0.5), a
-/// second one when its own reaches [`crate::annotate::classifier::SECOND_KIND_MIN`].
+/// second one when its own reaches [`tomlite_core::annotate::classifier::SECOND_KIND_MIN`].
 fn oob_tags(z: &[f32], temperature: f64, cal: &TagCalibration) -> Vec<(usize, f64)> {
     let p: Vec<f64> = z.iter().map(|&v| sigmoid_t(v, temperature)).collect();
     let mut order: Vec<usize> = (0..p.len()).collect();
@@ -768,7 +768,7 @@ fn oob_tags(z: &[f32], temperature: f64, cal: &TagCalibration) -> Vec<(usize, f6
         if c0 >= 0.5 {
             out.push((k0, c0));
             let c1 = cal.secondary(p[k1], p[k0]);
-            if c1 >= f64::from(crate::annotate::classifier::SECOND_KIND_MIN) {
+            if c1 >= f64::from(tomlite_core::annotate::classifier::SECOND_KIND_MIN) {
                 out.push((k1, c1));
             }
         }

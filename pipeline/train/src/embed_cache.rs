@@ -7,9 +7,9 @@ use std::path::Path;
 use tomlite_models::cues::with_cues;
 use tomlite_models::{Encoder, Rows};
 
-use crate::train::data::{TrainingData, comment_texts, refs};
-use crate::train::embedding::embed;
-use crate::train::error::LearnError;
+use crate::data::{TrainingData, comment_texts, refs};
+use crate::embedding::embed;
+use crate::error::LearnError;
 
 /// The embeddings the heads are trained, calibrated and measured on.
 pub(super) struct Embedded {

@@ -1,13 +1,13 @@
 //! Embedding texts for training: in chunks with a progress line, and
 //! cached between runs under the encoder's and the texts' hash. A leaf:
-//! it knows nothing of the training data ([`crate::train::embed_cache`]
+//! it knows nothing of the training data ([`crate::embed_cache`]
 //! embeds the data's sets with it).
 
 use std::path::Path;
 
 use tomlite_models::{Encoder, Rows};
 
-use crate::train::error::LearnError;
+use crate::error::LearnError;
 
 /// Embeds texts with a progress line on stderr. With a cache directory,
 /// the embeddings of the same texts under the same encoder are read back

@@ -10,7 +10,7 @@ pub enum LearnError {
     Models(Box<tomlite_models::Error>),
     /// The classifier could not be loaded.
     #[error(transparent)]
-    Classifier(Box<crate::annotate::classifier::ClassifierError>),
+    Classifier(Box<tomlite_core::annotate::classifier::ClassifierError>),
     /// A label in the data is outside the vocabulary.
     #[error("{path}: record {id}: {field} `{label}` is not in the vocabulary")]
     Label {
@@ -25,10 +25,10 @@ pub enum LearnError {
     },
     /// The curated decisions cannot be read.
     #[error(transparent)]
-    Curated(Box<crate::curate::CurateError>),
+    Curated(Box<tomlite_core::curate::CurateError>),
     /// The training registry cannot be used.
     #[error(transparent)]
-    Nodes(Box<crate::graph::nodes::NodesError>),
+    Nodes(Box<tomlite_core::graph::nodes::NodesError>),
     /// The adapters' card cannot be updated.
     #[error("cannot update {}", path.display())]
     Card {
@@ -73,8 +73,8 @@ impl From<tomlite_models::Error> for LearnError {
     }
 }
 
-impl From<crate::annotate::classifier::ClassifierError> for LearnError {
-    fn from(e: crate::annotate::classifier::ClassifierError) -> Self {
+impl From<tomlite_core::annotate::classifier::ClassifierError> for LearnError {
+    fn from(e: tomlite_core::annotate::classifier::ClassifierError) -> Self {
         Self::Classifier(Box::new(e))
     }
 }

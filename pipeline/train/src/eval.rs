@@ -9,15 +9,15 @@ use serde_json::json;
 use tomlite_models::data::{LabeledRecord, read_goemotions, read_labeled};
 use tomlite_models::metrics::{LabelScore, classification_report, ece, multilabel_report};
 
-use crate::annotate::Annotation;
-use crate::annotate::classifier::{Classifier, Scores};
-use crate::graph::nodes::Registry;
-use crate::ingest::record::{Origin, Record, RecordKind};
-use crate::rules::decide::{Decision, Nodes, decide};
-use crate::rules::policy::Policy;
-use crate::train::error::LearnError;
-use crate::train::split::HELD_OUT_STYLES;
-use crate::train::split::is_held_out;
+use crate::error::LearnError;
+use crate::split::HELD_OUT_STYLES;
+use crate::split::is_held_out;
+use tomlite_core::annotate::Annotation;
+use tomlite_core::annotate::classifier::{Classifier, Scores};
+use tomlite_core::graph::nodes::Registry;
+use tomlite_core::ingest::record::{Origin, Record, RecordKind};
+use tomlite_core::rules::decide::{Decision, Nodes, decide};
+use tomlite_core::rules::policy::Policy;
 
 /// `tomlite eval` results.
 #[derive(Debug, Clone, Serialize)]
@@ -34,15 +34,15 @@ struct EvalNodes<'a> {
 }
 
 impl Nodes for EvalNodes<'_> {
-    fn exists(&self, node: &str) -> crate::rules::decide::Exists {
+    fn exists(&self, node: &str) -> tomlite_core::rules::decide::Exists {
         let yes = match node.strip_prefix("memory:") {
             Some(id) => self.memories.contains(id),
             None => self.registry.is_some_and(|r| r.contains(node)),
         };
         if yes {
-            crate::rules::decide::Exists::Yes
+            tomlite_core::rules::decide::Exists::Yes
         } else {
-            crate::rules::decide::Exists::No
+            tomlite_core::rules::decide::Exists::No
         }
     }
 }
@@ -72,8 +72,8 @@ struct EdgeEval {
 }
 
 impl EdgeEval {
-    fn add(&mut self, r: &LabeledRecord, edges: &[crate::rules::decide::EdgeItem]) {
-        use crate::train::edges::same_name;
+    fn add(&mut self, r: &LabeledRecord, edges: &[tomlite_core::rules::decide::EdgeItem]) {
+        use crate::edges::same_name;
         let g = &r.gold;
         if !g.people_labeled {
             return;
@@ -84,8 +84,8 @@ impl EdgeEval {
         if edges.len() > 2 {
             self.over_limit_records += 1;
         }
-        let promoted = |e: &crate::rules::decide::EdgeItem| e.reasons.is_empty();
-        let rel_right = |e: &crate::rules::decide::EdgeItem| {
+        let promoted = |e: &tomlite_core::rules::decide::EdgeItem| e.reasons.is_empty();
+        let rel_right = |e: &tomlite_core::rules::decide::EdgeItem| {
             e.relation.as_ref().is_some_and(|k| g.tom_kinds.contains(k))
         };
         for m in &g.mentions {
@@ -389,7 +389,7 @@ impl PolicyEval {
     fn add(
         &mut self,
         r: &LabeledRecord,
-        tags: &[crate::rules::decide::TagItem],
+        tags: &[tomlite_core::rules::decide::TagItem],
         has_gold: bool,
         (gates, policy): (&Gates, &Policy),
     ) {
@@ -598,7 +598,7 @@ impl RecordsEval<'_> {
         ann: Annotation,
         (has_gold, gates): (bool, &Gates),
     ) {
-        let annotated = crate::annotate::Annotated::Parsed(ann);
+        let annotated = tomlite_core::annotate::Annotated::Parsed(ann);
         if let Decision::Annotated { tags, edges, .. } =
             decide(rec, &annotated, self.policy, &self.nodes)
         {
@@ -651,9 +651,13 @@ fn load_memories(
         clf.set_registry(reg);
     }
     let texts: Vec<&str> = pool.iter().map(|r| r.text.as_str()).collect();
-    let mut index = crate::graph::memory::MemoryIndex::default();
+    let mut index = tomlite_core::graph::memory::MemoryIndex::default();
     for (r, v) in pool.iter().zip(clf.embed(&texts)?) {
-        index.add(&r.id, &r.persona_id, crate::graph::memory::quantize(&v));
+        index.add(
+            &r.id,
+            &r.persona_id,
+            tomlite_core::graph::memory::quantize(&v),
+        );
     }
     index.sort();
     clf.set_memories(index);

@@ -5,17 +5,17 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::bagging::class_weights;
 use serde_json::json;
-use tomlite_models::bagging::class_weights;
 use tomlite_models::data::{AffectExample, LabeledRecord, SensitivityRecord};
 use tomlite_models::finetune::{Example, FineTuneOptions, FineTuner, HeadSpecs, Progress};
 use tomlite_models::heads::HeadSpec;
 
-use crate::train::config::{CHECKPOINT_DIR, FineTuneConfig, TrainConfig};
-use crate::train::data::{CuratedSet, TomSet, TrainingData, index_of, multi_hot};
-use crate::train::error::LearnError;
-use crate::train::split::{HELD_OUT_STYLES, is_calibration};
-use crate::vocab::{AFFECTS, INTENSITIES, TOM_KINDS};
+use crate::config::{CHECKPOINT_DIR, FineTuneConfig, TrainConfig};
+use crate::data::{CuratedSet, TomSet, TrainingData, index_of, multi_hot};
+use crate::error::LearnError;
+use crate::split::{HELD_OUT_STYLES, is_calibration};
+use tomlite_core::vocab::{AFFECTS, INTENSITIES, TOM_KINDS};
 
 /// What fine-tuning trains on.
 pub(super) struct FineTuneData<'a> {
@@ -179,7 +179,7 @@ pub(super) fn finetune_examples(data: &FineTuneData<'_>) -> Vec<Example> {
                 tr.intensity[i] as u32,
             );
             // An ordinary memory is a weak negative of the sensitive head.
-            if !data.sensitivity.is_empty() && !crate::train::sensitive::may_be_sensitive(text) {
+            if !data.sensitivity.is_empty() && !crate::sensitive::may_be_sensitive(text) {
                 e.sensitive = Some(0);
             }
             e
@@ -193,17 +193,17 @@ pub(super) fn finetune_examples(data: &FineTuneData<'_>) -> Vec<Example> {
     // Sensitive content: each training record and its line (the quote),
     // outside the held-out styles and the calibration slice.
     for r in data.sensitivity {
-        if crate::train::sensitive::is_held_out(r) || is_calibration(&r.id) {
+        if crate::sensitive::is_held_out(r) || is_calibration(&r.id) {
             continue;
         }
-        let Some(label) = crate::train::sensitive::label_index(r) else {
+        let Some(label) = crate::sensitive::label_index(r) else {
             continue;
         };
         // A long sensitive record is sensitive by one passage, its line:
         // as a whole it would teach that its ordinary passages are too
         // (`reads_whole_text`). A long control is not sensitive as a whole.
-        let passages = crate::segment::passages(&r.text).len();
-        if label == 0 || crate::annotate::sensitive::reads_whole_text(passages) {
+        let passages = tomlite_core::segment::passages(&r.text).len();
+        if label == 0 || tomlite_core::annotate::sensitive::reads_whole_text(passages) {
             out.push(Example::sensitive_only(r.text.clone(), label as u32));
         }
         if let Some(q) = r.sensitivity.quote.as_deref().filter(|_| label > 0)
@@ -236,10 +236,13 @@ pub(super) fn finetune_specs(examples: &[Example]) -> HeadSpecs {
         tom_kind: spec("tom_kind", labels(&TOM_KINDS), true),
         affect: spec("affect", labels(&AFFECTS), false),
         intensity: spec("intensity", labels(&INTENSITIES), false),
-        sensitive: examples
-            .iter()
-            .any(|e| e.sensitive.is_some())
-            .then(|| spec("sensitive", crate::annotate::sensitive::labels(), false)),
+        sensitive: examples.iter().any(|e| e.sensitive.is_some()).then(|| {
+            spec(
+                "sensitive",
+                tomlite_core::annotate::sensitive::labels(),
+                false,
+            )
+        }),
     }
 }
 
@@ -282,7 +285,7 @@ pub(super) fn finetune_options(
         sensitive_class_weights: if specs.sensitive.is_some() {
             per_class_weights(
                 labels_of(|e| e.sensitive),
-                crate::annotate::sensitive::labels().len(),
+                tomlite_core::annotate::sensitive::labels().len(),
             )
         } else {
             Vec::new()
@@ -355,7 +358,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::train::data::tom_set;
+    use crate::data::tom_set;
 
     fn labeled(id: &str, text: &str, kinds: &[&str], quotes: &[&str]) -> LabeledRecord {
         serde_json::from_value(json!({

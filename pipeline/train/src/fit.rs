@@ -3,24 +3,24 @@
 
 use std::path::Path;
 
-use tomlite_models::bagging::{Bagged, class_weights, train_bagged};
+use crate::bagging::{Bagged, class_weights, train_bagged};
 use tomlite_models::data::{LabeledRecord, SensitivityRecord};
 use tomlite_models::heads::{Head, HeadSpec, Targets, TrainOptions};
 use tomlite_models::metrics::TagCalibration;
 use tomlite_models::{Encoder, Rows};
 
-use crate::graph::nodes::Registry;
-use crate::train::config::TrainConfig;
-use crate::train::curated_edges::{PrepareInputs, prepare};
-use crate::train::data::{TrainingData, affect_labels, multi_hot, refs};
-use crate::train::edges::{EdgeModel, EdgeTraining, train_edges};
-use crate::train::embed_cache::{Cued, Embedded};
-use crate::train::embedding::embed;
-use crate::train::error::LearnError;
-use crate::train::sensitive::{Trained, may_be_sensitive, train_head};
-use crate::train::sensitive_cache;
-use crate::train::split::is_calibration;
-use crate::vocab::{AFFECTS, INTENSITIES, TOM_KINDS};
+use tomlite_core::graph::nodes::Registry;
+use crate::config::TrainConfig;
+use crate::curated_edges::{PrepareInputs, prepare};
+use crate::data::{TrainingData, affect_labels, multi_hot, refs};
+use crate::edges::{EdgeModel, EdgeTraining, train_edges};
+use crate::embed_cache::{Cued, Embedded};
+use crate::embedding::embed;
+use crate::error::LearnError;
+use crate::sensitive::{Trained, may_be_sensitive, train_head};
+use crate::sensitive_cache;
+use crate::split::is_calibration;
+use tomlite_core::vocab::{AFFECTS, INTENSITIES, TOM_KINDS};
 
 /// Per head and epoch, the training loss: one entry per bagged member.
 pub(super) type EpochLosses = Vec<(String, usize, f64)>;
@@ -142,7 +142,7 @@ pub(super) fn affect_mlp(
 /// curated intensity examples (`cued`: their embeddings with the wording
 /// cues). The curated rows come after the ToM-lite ones, so the out-of-bag
 /// logits of the first `train_set.texts.len()` rows are the ToM-lite
-/// examples' ([`crate::train::calibrate::oob_rows`] reads only those).
+/// examples' ([`crate::calibrate::oob_rows`] reads only those).
 pub(super) fn train_intensity_head(
     data: &TrainingData,
     cued: &Cued,

@@ -27,6 +27,7 @@
 //! ([`link_threshold`]), the sensitive head ([`sensitive`]),
 //! and `tomlite eval` ([`eval`]).
 
+pub mod bagging;
 mod calibrate;
 mod card;
 pub mod config;
@@ -53,21 +54,21 @@ use tomlite_models::Encoder;
 use tomlite_models::finetune::Progress;
 use tomlite_models::heads::{Card, Heads, TrainOptions};
 
-use crate::train::calibrate::{calibrate_affect, calibrate_intensity, calibrate_tom, honest_rows};
-use crate::train::card::{CardInputs, add_card_figures, dev_metrics, heads_card};
-pub use crate::train::config::{
+use crate::calibrate::{calibrate_affect, calibrate_intensity, calibrate_tom, honest_rows};
+use crate::card::{CardInputs, add_card_figures, dev_metrics, heads_card};
+pub use crate::config::{
     CHECKPOINT_DIR, DEFAULT_CURATED_WEIGHT, FineTuneConfig, TrainConfig,
 };
-use crate::train::data::read_training_data;
-use crate::train::embed_cache::embed_sets;
-pub use crate::train::error::LearnError;
-pub use crate::train::eval::{EvalReport, eval_goemotions, eval_records};
-use crate::train::finetune::finetune_or_clear;
-use crate::train::fit::{
+use crate::data::read_training_data;
+use crate::embed_cache::embed_sets;
+pub use crate::error::LearnError;
+pub use crate::eval::{EvalReport, eval_goemotions, eval_records};
+use crate::finetune::finetune_or_clear;
+use crate::fit::{
     EpochLosses, TomBag, report_epoch_losses, train_affect_head, train_edge_model,
     train_intensity_head, train_sensitive_head, train_tom_head,
 };
-pub use crate::train::split::{HELD_OUT_STYLES, is_calibration, is_held_out};
+pub use crate::split::{HELD_OUT_STYLES, is_calibration, is_held_out};
 
 /// Trains, calibrates and saves the heads; returns the card.
 pub fn train(cfg: &TrainConfig, progress: &mut dyn FnMut(&str)) -> Result<Card, LearnError> {

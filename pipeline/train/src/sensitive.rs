@@ -11,13 +11,13 @@ use tomlite_models::lexical::{Concepts, Lexical, LexicalOptions};
 use tomlite_models::metrics::{ece, fit_temperature_softmax, softmax_t};
 use tomlite_models::{Encoder, Rows};
 
-use crate::annotate::classifier::Classifier;
-use crate::annotate::sensitive::{
+use crate::error::LearnError;
+use crate::trade_off::{ratio, trade_off};
+use tomlite_core::annotate::classifier::Classifier;
+use tomlite_core::annotate::sensitive::{
     DEFAULT_THRESHOLD, labels, lexical_probabilities, reads_whole_text, round4,
 };
-use crate::train::error::LearnError;
-use crate::train::trade_off::{ratio, trade_off};
-use crate::vocab::SENSITIVE_CATEGORIES;
+use tomlite_core::vocab::SENSITIVE_CATEGORIES;
 
 /// Styles of `data/sensitivity` held out of training, for the dev split:
 /// memories told in the third person, long journals with the line buried
@@ -184,13 +184,12 @@ pub fn train_head(
         multi_label: false,
         hidden: 0,
     };
-    let weights = tomlite_models::bagging::class_weights(&labels, spec.labels.len());
+    let weights = crate::bagging::class_weights(&labels, spec.labels.len());
     let targets = Targets::Single {
         labels: labels.iter().map(|&l| l as u32).collect(),
         weights,
     };
-    let bag =
-        tomlite_models::bagging::train_bagged(&spec, &x, &targets, &group, opts, |_, _, _| {})?;
+    let bag = crate::bagging::train_bagged(&spec, &x, &targets, &group, opts, |_, _, _| {})?;
     let mut head = bag.head;
     let oob_rows: Vec<usize> = (0..labels.len())
         .filter(|&i| is_record[i] && unseen(train[group[i]]) && bag.oob[i].is_some())
@@ -201,7 +200,7 @@ pub fn train_head(
         .collect();
     let gold: Vec<usize> = oob_rows.iter().map(|&i| labels[i]).collect();
     head.temperature = fit_temperature_softmax(&oob, &gold);
-    let folds = crate::train::style_cv::Folds {
+    let folds = crate::style_cv::Folds {
         records: &train,
         record_labels: &record_labels,
         x: &x,
@@ -212,7 +211,7 @@ pub fn train_head(
         lexical_group: &lexical_group,
         readings: &readings,
     };
-    let scored = crate::train::style_cv::cross_validate(
+    let scored = crate::style_cv::cross_validate(
         &folds,
         &spec,
         opts,
@@ -220,8 +219,8 @@ pub fn train_head(
         head.temperature,
         unseen,
     )?;
-    let style_cv = crate::train::style_cv::figures(&scored);
-    progress(&crate::train::style_cv::summary(&style_cv));
+    let style_cv = crate::style_cv::figures(&scored);
+    progress(&crate::style_cv::summary(&style_cv));
     let p_oob: Vec<f64> = oob
         .iter()
         .map(|z| 1.0 - softmax_t(z, head.temperature)[0])
@@ -299,7 +298,7 @@ struct TrainingRows {
     /// Per training record, the readings the detector would take of it:
     /// the row of its vector, and the passage's byte span (`None`: the
     /// whole text). A gold line that is not a passage is no reading.
-    readings: Vec<Vec<crate::train::style_cv::Reading>>,
+    readings: Vec<Vec<crate::style_cv::Reading>>,
 }
 
 /// Each training record's vector; each of its sentences' in-context
@@ -332,7 +331,7 @@ fn training_rows(
             .as_deref()
             .filter(|_| l > 0)
             .and_then(|q| r.text.find(q).map(|s| (s, s + q.len())));
-        let mut spans: Vec<((usize, usize), usize)> = crate::segment::passages(&r.text)
+        let mut spans: Vec<((usize, usize), usize)> = tomlite_core::segment::passages(&r.text)
             .into_iter()
             .map(|(s, e)| {
                 let on_gold = gold.is_some_and(|(gs, ge)| s < ge && gs < e);
@@ -377,7 +376,7 @@ fn training_rows(
     }
     let negative_spans: Vec<Vec<(usize, usize)>> = negatives
         .iter()
-        .map(|t| crate::segment::passages(t))
+        .map(|t| tomlite_core::segment::passages(t))
         .collect();
     for (k, (t, spans)) in negatives.iter().zip(&negative_spans).enumerate() {
         if reads_whole_text(spans.len()) {
@@ -486,7 +485,7 @@ fn dev_lexical_figures(
     let p: Vec<f64> = dev
         .iter()
         .map(|r| {
-            let sentences = crate::segment::passages(&r.text);
+            let sentences = tomlite_core::segment::passages(&r.text);
             let skip = usize::from(!reads_whole_text(sentences.len()));
             lexical_probabilities(lexical, &r.text, &sentences)
                 .into_iter()

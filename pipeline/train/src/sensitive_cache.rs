@@ -18,8 +18,8 @@ use tomlite_models::Encoder;
 use tomlite_models::data::SensitivityRecord;
 use tomlite_models::heads::{HeadSpec, TrainOptions, load_head_file, save_head_file};
 
-use crate::train::error::LearnError;
-use crate::train::sensitive::Trained;
+use crate::error::LearnError;
+use crate::sensitive::Trained;
 
 /// What the sensitive model is trained from, besides the cache folder.
 pub(super) struct Inputs<'a> {

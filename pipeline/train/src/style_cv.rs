@@ -9,7 +9,7 @@
 //! unbiased estimate. The dev styles take no part, and the figures go to
 //! the card: the trade-off of the detector's reading (the model alone,
 //! without the rules), and a sweep of the lexical model's share of a
-//! reading that checks [`crate::annotate::sensitive::LEXICAL_SHARE`] on
+//! reading that checks [`tomlite_core::annotate::sensitive::LEXICAL_SHARE`] on
 //! each fit. A passage past the encoder's window of its record has no
 //! in-context vector in training and is not read here (the classifier
 //! encodes it on its own), so the last lines of the longest records are
@@ -22,9 +22,9 @@ use tomlite_models::heads::{Head, HeadSpec, Targets, TrainOptions};
 use tomlite_models::lexical::{Lexical, LexicalOptions};
 use tomlite_models::metrics::softmax_t;
 
-use crate::annotate::sensitive::{DEFAULT_THRESHOLD, LEXICAL_SHARE, mix};
-use crate::train::error::LearnError;
-use crate::train::trade_off::trade_off;
+use crate::error::LearnError;
+use crate::trade_off::trade_off;
+use tomlite_core::annotate::sensitive::{DEFAULT_THRESHOLD, LEXICAL_SHARE, mix};
 
 /// Folds of styles.
 pub const STYLE_FOLDS: u64 = 5;
@@ -102,7 +102,7 @@ pub fn cross_validate(
         let x = subset(folds.x, &rows)?;
         let targets = Targets::Single {
             labels: labels.iter().map(|&l| l as u32).collect(),
-            weights: tomlite_models::bagging::class_weights(&labels, spec.labels.len()),
+            weights: crate::bagging::class_weights(&labels, spec.labels.len()),
         };
         let head = Head::train(spec.clone(), &x, &targets, opts, |_, _| {})?;
         let lexical_at: Vec<usize> = (0..folds.lexical_texts.len())
@@ -157,7 +157,7 @@ pub fn record_score(readings: &[(f64, f64)], share: f64) -> f64 {
 /// The figures of the scored records: how many, the trade-off
 /// ([`trade_off`]) of the detector's reading, and per share of the sweep
 /// its AUC and its recall at a threshold that flags at most
-/// [`crate::train::trade_off::CONTROLS_FLAGGED_AT_MOST`] of the controls, with the share that
+/// [`crate::trade_off::CONTROLS_FLAGGED_AT_MOST`] of the controls, with the share that
 /// keeps the most there (ties: the higher AUC, then the share nearer the
 /// detector's; `null` without both classes).
 pub fn figures(scored: &Scored) -> Value {

@@ -1,11 +1,11 @@
 //! How a detector's scores rank sensitive records above hard controls:
 //! the figures `tomlite eval --sensitivity` and the style
-//! cross-validation of training (`crate::train::style_cv`) both report.
+//! cross-validation of training (`crate::style_cv`) both report.
 
 use serde_json::{Value, json};
 
-use crate::annotate::sensitive::round4;
-use crate::vocab::SENSITIVE_CATEGORIES;
+use tomlite_core::annotate::sensitive::round4;
+use tomlite_core::vocab::SENSITIVE_CATEGORIES;
 
 /// `a / b` rounded to four places, `null` when `b` is 0.
 pub fn ratio(a: usize, b: usize) -> Value {
@@ -58,7 +58,7 @@ pub fn trade_off(scores: &[f64], gold: &[usize]) -> Value {
     let at_least = |v: &[f64], t: f64| v.iter().filter(|&&x| x >= t).count();
     let self_harm = SENSITIVE_CATEGORIES
         .iter()
-        .position(|c| *c == crate::vocab::SAFETY_CATEGORY)
+        .position(|c| *c == tomlite_core::vocab::SAFETY_CATEGORY)
         .map(|c| c + 1);
     let safety: Vec<f64> = (0..gold.len())
         .filter(|&i| Some(gold[i]) == self_harm)

@@ -437,7 +437,7 @@ mod on_the_data {
     /// a finding of these rules.
     #[test]
     fn no_finding_on_the_training_records_or_the_sensitivity_controls() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data");
         let rules = CredentialRules::new();
         let (mut read, mut found) = (0usize, Vec::new());
         for dir in ["training/tom_lite", "training/styles", "sensitivity"] {

@@ -177,7 +177,7 @@ fn reading(head: f64, lexical: &[f64], at: usize) -> f64 {
 
 /// The lexical model's share of a reading: an equal mean. Training
 /// checks it on every fit by cross-validation over whole training styles
-/// (`crate::train::style_cv`): the best share of the sweep was 0.45
+/// (`tomlite_train::style_cv`): the best share of the sweep was 0.45
 /// before part p and 0.55 after, each within noise of this one.
 pub const LEXICAL_SHARE: f64 = 0.5;
 
@@ -354,7 +354,8 @@ fn found(
     }
 }
 
-pub(crate) fn round4(x: f64) -> f64 {
+/// `x` rounded to four decimals, as the figures in cards and reports are.
+pub fn round4(x: f64) -> f64 {
     (x * 10_000.0).round() / 10_000.0
 }
 

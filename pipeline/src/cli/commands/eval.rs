@@ -1,7 +1,7 @@
 //! `tomlite eval`: the classifier measured on labeled records, a GoEmotions
 //! split and/or the sensitive content records.
 
-use tomlite::train::LearnError;
+use tomlite_train::LearnError;
 
 use super::{load_classifier, load_registry};
 use crate::cli::settings::EvalSettings;
@@ -19,7 +19,7 @@ pub fn eval(settings: EvalSettings) -> Result<(), Failure> {
     let mut sets = Vec::new();
     if !settings.data.is_empty() {
         sets.push(
-            tomlite::train::eval_records(
+            tomlite_train::eval_records(
                 &mut classifier,
                 &settings.data,
                 &settings.policy,
@@ -30,11 +30,11 @@ pub fn eval(settings: EvalSettings) -> Result<(), Failure> {
         );
     }
     if let Some(split) = &settings.goemotions {
-        sets.push(tomlite::train::eval_goemotions(&mut classifier, split).map_err(failed)?);
+        sets.push(tomlite_train::eval_goemotions(&mut classifier, split).map_err(failed)?);
     }
     if !settings.sensitivity.is_empty() {
         sets.push(
-            tomlite::train::sensitive::eval(&mut classifier, &settings.sensitivity, settings.dev)
+            tomlite_train::sensitive::eval(&mut classifier, &settings.sensitivity, settings.dev)
                 .map_err(failed)?,
         );
     }

@@ -3,8 +3,8 @@
 
 use std::io::IsTerminal as _;
 
-use tomlite::train::TrainConfig;
 use tomlite_models::finetune::Progress;
+use tomlite_train::TrainConfig;
 
 use crate::cli::summary;
 use crate::{ExitStatus, Failure};
@@ -24,7 +24,7 @@ pub fn train(config: TrainConfig) -> Result<(), Failure> {
     let mut progress = |line: &str| print_progress_line(line, tty);
     let mut steps = |step: &Progress| print_step(step, tty);
     let card =
-        tomlite::train::train_with_steps(&config, &mut progress, &mut steps).map_err(|error| {
+        tomlite_train::train_with_steps(&config, &mut progress, &mut steps).map_err(|error| {
             Failure {
                 status: ExitStatus::Failed,
                 error: error.into(),

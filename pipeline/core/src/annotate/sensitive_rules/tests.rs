@@ -421,7 +421,7 @@ struct Label {
 #[test]
 fn labelled_data_credentials_recall_and_no_control_findings() {
     let rules = Rules::new();
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/sensitivity");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/sensitivity");
     let (mut pii, mut pii_hit, mut controls) = (0usize, 0usize, 0usize);
     let (mut other, mut other_hit) = (0usize, 0usize);
     let mut missed = Vec::new();

@@ -482,7 +482,7 @@ classifier_policy:
 
     #[test]
     fn the_seeds_blocks_copied_verbatim_load_as_the_seed_policy() {
-        let y = include_str!("../../../../tests/fixtures/policy/seed-blocks.yaml");
+        let y = include_str!("../../../../../tests/fixtures/policy/seed-blocks.yaml");
         assert_eq!(parse(y).unwrap(), Policy::default());
         // The printed layout reads back to the same policy.
         let mut p = Policy::default();
