@@ -29,8 +29,8 @@ pub fn line_cap(opts: &IngestOptions) -> usize {
 /// single reject at line 0 instead, naming the format.
 ///
 /// ```
-/// use tomlite::ingest::jsonl::{jsonl_items, line_cap};
-/// use tomlite::ingest::record::{IngestOptions, Item};
+/// use tomlite_core::ingest::jsonl::{jsonl_items, line_cap};
+/// use tomlite_core::ingest::record::{IngestOptions, Item};
 /// let opts = IngestOptions::default();
 /// let input = &b"{\"id\": 1}\n\nnot json\n"[..];
 /// let items: Vec<Item> = jsonl_items(input, "in.jsonl".as_ref(), &opts, line_cap(&opts))

@@ -35,8 +35,8 @@
 //! [`PARSE_BUDGET_FACTOR`] times the text's length (plus 1 MiB).
 //!
 //! ```
-//! use tomlite::annotate::read_as::ParseClass;
-//! use tomlite::annotate::verdict::parse;
+//! use tomlite_core::annotate::read_as::ParseClass;
+//! use tomlite_core::annotate::verdict::parse;
 //! let v = parse("Thinking...\n```json\n{\"tags\": [], \"affect\": {\"label\": \"neutral\", \"confidence\": 0.9}}\n```");
 //! assert_eq!(v.class, ParseClass::Lenient);
 //! assert!(v.annotation.is_some());
