@@ -2,8 +2,8 @@
 //! the fitted model did not see (out-of-bag logits, the calibration
 //! slice), and P(tag right) for the tags.
 
-use tomlite_models::Rows;
 use crate::bagging::BAG_MEMBERS;
+use tomlite_models::Rows;
 use tomlite_models::heads::Head;
 use tomlite_models::metrics::{
     TagCalibration, fit_temperature_sigmoid, fit_temperature_softmax, sigmoid_t,

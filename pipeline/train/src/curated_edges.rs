@@ -46,11 +46,11 @@ use tomlite_models::heads::Head;
 use tomlite_models::metrics::{logit, sigmoid_t};
 use tomlite_models::{Encoder, Rows};
 
+use crate::error::LearnError;
 use tomlite_core::curate::CuratedRow;
 use tomlite_core::graph::mentions::{CANDIDATE_FEATURES, Linker, candidates};
 use tomlite_core::graph::nodes::Registry;
 use tomlite_core::segment::sentences;
-use crate::error::LearnError;
 use tomlite_core::vocab::TOM_KINDS;
 
 /// What a decision says of the edge as proposed.

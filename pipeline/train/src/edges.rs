@@ -14,14 +14,14 @@ use tomlite_models::metrics::{
 };
 use tomlite_models::{Encoder, Rows};
 
-use tomlite_core::graph::mentions::{CANDIDATE_FEATURES, Candidate, Linker, candidates, fold};
-use tomlite_core::graph::nodes::Registry;
-use tomlite_core::segment::sentences;
+use crate::bagging::train_bagged;
 use crate::curated_edges::{CuratedEdgeUse, CuratedEdges, report};
 use crate::error::LearnError;
 use crate::link_threshold::ranked_min_cosine;
+use tomlite_core::graph::mentions::{CANDIDATE_FEATURES, Candidate, Linker, candidates, fold};
+use tomlite_core::graph::nodes::Registry;
+use tomlite_core::segment::sentences;
 use tomlite_core::vocab::TOM_KINDS;
-use crate::bagging::train_bagged;
 
 /// The person threshold is the lowest (from 0.5 up) whose out-of-bag
 /// precision on the training candidates reaches this: unknown-node edges

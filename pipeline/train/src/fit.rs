@@ -9,7 +9,6 @@ use tomlite_models::heads::{Head, HeadSpec, Targets, TrainOptions};
 use tomlite_models::metrics::TagCalibration;
 use tomlite_models::{Encoder, Rows};
 
-use tomlite_core::graph::nodes::Registry;
 use crate::config::TrainConfig;
 use crate::curated_edges::{PrepareInputs, prepare};
 use crate::data::{TrainingData, affect_labels, multi_hot, refs};
@@ -20,6 +19,7 @@ use crate::error::LearnError;
 use crate::sensitive::{Trained, may_be_sensitive, train_head};
 use crate::sensitive_cache;
 use crate::split::is_calibration;
+use tomlite_core::graph::nodes::Registry;
 use tomlite_core::vocab::{AFFECTS, INTENSITIES, TOM_KINDS};
 
 /// Per head and epoch, the training loss: one entry per bagged member.

@@ -56,9 +56,7 @@ use tomlite_models::heads::{Card, Heads, TrainOptions};
 
 use crate::calibrate::{calibrate_affect, calibrate_intensity, calibrate_tom, honest_rows};
 use crate::card::{CardInputs, add_card_figures, dev_metrics, heads_card};
-pub use crate::config::{
-    CHECKPOINT_DIR, DEFAULT_CURATED_WEIGHT, FineTuneConfig, TrainConfig,
-};
+pub use crate::config::{CHECKPOINT_DIR, DEFAULT_CURATED_WEIGHT, FineTuneConfig, TrainConfig};
 use crate::data::read_training_data;
 use crate::embed_cache::embed_sets;
 pub use crate::error::LearnError;

@@ -107,7 +107,7 @@ fn run_items(staging: &Path, run_id: &str, cache: &mut RunItems) -> Result<(), C
 }
 
 /// The registry a run used, from its receipt.
-pub(crate) fn run_registry(staging: &Path, run_id: &str) -> Option<Registry> {
+pub fn run_registry(staging: &Path, run_id: &str) -> Option<Registry> {
     let receipt = staging.join("runs").join(run_id).join("receipt.json");
     let v: Value = serde_json::from_slice(&std::fs::read(receipt).ok()?).ok()?;
     let p = v["nodes"]["path"].as_str()?;

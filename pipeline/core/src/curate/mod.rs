@@ -14,7 +14,7 @@ mod curated;
 mod quote;
 mod status;
 
-pub(crate) use apply::run_registry;
+pub use apply::run_registry;
 pub use apply::{MAX_DECISION_LINE, apply};
 pub use curated::*;
 pub use status::status;
