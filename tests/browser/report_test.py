@@ -83,6 +83,11 @@ def held_by_rule(driver, tomlite, tmp):
     shown = card.find_element(By.CSS_SELECTOR, ".chips .heldby b").text
     check(shown == "x</script><img src=x onerror=alert(1)>\\u{202e}", f"hostile detector shows as {shown!r}")
     check(not card.find_elements(By.CSS_SELECTOR, "img"), "the detector became markup")
+    # The detail line names the detector too: inert, so U+202E cannot turn
+    # the rest of the line around.
+    detail = card.find_element(By.CSS_SELECTOR, ".detail").text
+    check("\u202e" not in card.text, f"a raw U+202E on the card: {detail!r}")
+    check("x</script><img src=x onerror=alert(1)>\\u{202e}" in detail, f"detail says {detail!r}")
 
 
 def main():
