@@ -9,7 +9,6 @@
 //! build with different training code never reads an entry written by
 //! another one.
 
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
@@ -50,16 +49,7 @@ pub(super) fn entry(dir: &Path, inputs: &Inputs<'_>) -> Option<Entry> {
 
 /// sha256 of the running executable.
 fn executable_sha256() -> Option<String> {
-    let mut file = std::fs::File::open(std::env::current_exe().ok()?).ok()?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        match file.read(&mut buf).ok()? {
-            0 => break,
-            n => h.update(&buf[..n]),
-        }
-    }
-    Some(hex::encode(h.finalize()))
+    tomlite_core::hash::sha256_file(&std::env::current_exe().ok()?).ok()
 }
 
 /// The entry's key: the executable and every input, length-prefixed.
